@@ -1,7 +1,15 @@
 package retry
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"slices"
+	"strconv"
 )
 
 // Class is what one attempt's outcome means to the retry loop.
@@ -26,6 +34,27 @@ const (
 	// temporary DNS failure, nothing written). It is retried for every method.
 	Unsent
 )
+
+// String returns the class's name in lower case ("undecided", "success",
+// "permanent", "throttled", "transient", "unsent"), or "Class(n)" for a
+// value that is none of the constants.
+func (c Class) String() string {
+	switch c {
+	case Undecided:
+		return "undecided"
+	case Success:
+		return "success"
+	case Permanent:
+		return "permanent"
+	case Throttled:
+		return "throttled"
+	case Transient:
+		return "transient"
+	case Unsent:
+		return "unsent"
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
 
 // WriteState is how much of an attempt's request the base transport wrote,
 // as [net/http/httptrace] reported it.
@@ -63,3 +92,495 @@ type Outcome struct {
 // A Classifier may read a bounded prefix of the response body with
 // [PeekBody]; it must not otherwise consume or close it.
 type Classifier func(o Outcome) Class
+
+// Chain returns a [Classifier] that asks each of cs in turn and returns the
+// first answer that is not [Undecided]; nil entries are skipped. It returns
+// Undecided when every classifier does (or cs is empty), which the
+// [Transport] answers with [DefaultClassifier]. So a classifier for one API
+// handles only that API's special cases and leaves the rest Undecided.
+//
+// Chain copies cs: changing the slice afterwards does not change the chain.
+// The returned Classifier is safe for concurrent use when each of cs is.
+func Chain(cs ...Classifier) Classifier {
+	cs = slices.DeleteFunc(slices.Clone(cs), func(c Classifier) bool { return c == nil })
+	return func(o Outcome) Class {
+		for _, c := range cs {
+			if class := c(o); class != Undecided {
+				return class
+			}
+		}
+		return Undecided
+	}
+}
+
+// ErrAttemptTimeout is the cause the [Transport] gives the context of an
+// attempt it limits in time,
+//
+//	ctx, cancel := context.WithTimeoutCause(req.Context(), d, ErrAttemptTimeout)
+//
+// so that [DefaultClassifier] tells the attempt's deadline from the
+// caller's. An error outcome whose Request has a context that ended is the
+// caller's, and [Permanent], unless the context's cause is
+// ErrAttemptTimeout: then the attempt timed out, which is [Transient], or
+// [Unsent] when nothing was written. net/http returns the cause itself as
+// the attempt's error.
+//
+// ErrAttemptTimeout is a [net.Error] whose Timeout method reports true, and
+// errors.Is(ErrAttemptTimeout, context.DeadlineExceeded) is true, as for
+// net/http's own timeouts.
+var ErrAttemptTimeout error = attemptTimeoutError{}
+
+type attemptTimeoutError struct{}
+
+func (attemptTimeoutError) Error() string   { return "retry: attempt timed out" }
+func (attemptTimeoutError) Timeout() bool   { return true }
+func (attemptTimeoutError) Temporary() bool { return true }
+
+func (attemptTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// DefaultClassifier is the [Classifier] the [Transport] uses when no other
+// classifier decides. It never answers [Undecided].
+//
+// A response is classified by its status code:
+//
+//   - 1xx, 2xx, 3xx: [Success];
+//   - 429 Too Many Requests, 503 Service Unavailable: [Throttled];
+//   - 408 Request Timeout, and 500, 502, 504 and every other 5xx but 501
+//     and 505: [Transient];
+//   - 501 Not Implemented, 505 HTTP Version Not Supported, and 400, 401,
+//     403, 404 and every other 4xx but 408 and 429: [Permanent];
+//   - a code outside 100–599: [Permanent], as it is not HTTP.
+//
+// An error is classified by its type ([errors.Is], [errors.As]), never by
+// its text, first match wins:
+//
+//   - [Permanent]: the end of the caller's own context (see
+//     [ErrAttemptTimeout]) or a closed legacy [http.Request.Cancel];
+//     a response that came with the error (http.Client's report that its
+//     CheckRedirect refused a redirect, as after 10 redirects);
+//     [http.ErrUseLastResponse]; a request net/http refuses to send (no URL
+//     or host, a scheme other than http and https, an invalid method or
+//     header); TLS certificate verification errors
+//     ([*tls.CertificateVerificationError] and the x509 errors it wraps);
+//     [tls.RecordHeaderError] and [http.ErrSchemeMismatch] (TLS spoken to a
+//     server that does not); a DNS answer that the host does not exist.
+//   - [Unsent]: any other DNS error; a failed dial (connection refused, dial
+//     timeout) or proxy connection; an HTTP/2 stream the server refused
+//     (REFUSED_STREAM, RFC 9113 §8.7); an attempt timeout or any other error
+//     when o.Wrote is [WroteNothing].
+//   - [Transient]: everything else, which includes attempt and other
+//     timeouts, connection resets, broken pipes and early EOFs after the
+//     request was (or may have been) written.
+//
+// Some failures net/http reports with unexported or untyped errors, which
+// cannot be matched by type: an HTTP/2 GOAWAY, a REFUSED_STREAM it could
+// not retry itself because the body could not be rewound (it formats the
+// stream error into a new one), a server closing an idle connection, a
+// malformed response. net/http retries the first three on its own when
+// the body allows it. Here they are [Transient], or [Unsent] when o.Wrote
+// is WroteNothing.
+func DefaultClassifier(o Outcome) Class {
+	if o.Err != nil {
+		return classifyError(o)
+	}
+	if o.Response == nil {
+		// A RoundTripper that returns neither is broken (http.Client
+		// reports it as an error); another attempt will not fix it.
+		return Permanent
+	}
+	return classifyStatus(o.Response.StatusCode)
+}
+
+// classifyStatus implements DefaultClassifier's status table.
+func classifyStatus(code int) Class {
+	switch {
+	case code < 100 || code > 599:
+		return Permanent // not an HTTP status (RFC 9110 §15): nothing to rely on
+	case code < 400:
+		return Success
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		return Throttled // refused before processing, RFC 6585 §4, RFC 9110 §15.6.4
+	case code == http.StatusRequestTimeout:
+		return Transient // the server gave up waiting for the request (RFC 9110 §15.5.9)
+	case code < 500:
+		return Permanent // the request itself is wrong: sending it again will not help
+	case code == http.StatusNotImplemented || code == http.StatusHTTPVersionNotSupported:
+		return Permanent // the server cannot do this, ever
+	default:
+		return Transient
+	}
+}
+
+// classifyError implements DefaultClassifier for a non-nil o.Err, as a
+// chain of early returns, most specific first.
+func classifyError(o Outcome) Class {
+	err := o.Err
+	req := o.Request
+
+	if req != nil && callerGone(req) {
+		return Permanent // the caller no longer wants the answer
+	}
+	if o.Response != nil {
+		// http.Client returns the last response together with the error
+		// when CheckRedirect refuses a redirect (a loop, a policy): the
+		// server will redirect the same way again.
+		return Permanent
+	}
+	if errors.Is(err, http.ErrUseLastResponse) {
+		return Permanent // a CheckRedirect decision, not a failure to retry
+	}
+	if req != nil && !sendable(req) {
+		// net/http rejects these before sending, with untyped errors, and
+		// would reject them the same way on every attempt.
+		return Permanent
+	}
+	if isTLSVerification(err) {
+		return Permanent // the certificate will not verify on the next attempt either
+	}
+	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok || errors.Is(err, http.ErrSchemeMismatch) {
+		return Permanent // TLS to a server that does not speak it (or the reverse)
+	}
+	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok {
+		if dnsErr.IsNotFound {
+			return Permanent // NXDOMAIN: the name does not exist
+		}
+		// Temporary failures, timeouts and odd answers: the lookup comes
+		// before the connection, so nothing was sent.
+		return Unsent
+	}
+	if failedToConnect(err) {
+		return Unsent // no connection, so no request
+	}
+	if refusedStream(err) {
+		return Unsent // RFC 9113 §8.7: a refused stream was not processed
+	}
+	if o.Wrote == WroteNothing {
+		return Unsent // httptrace saw no byte of the request leave
+	}
+	if timedOut(err) || connectionLost(err) {
+		// An attempt timeout, a lower layer's timeout or a lost
+		// connection after (maybe) writing: the server may have
+		// processed the request, so it is replayed only when safe.
+		return Transient
+	}
+	// An error of no known type. Transient is the conservative answer: the
+	// Transport replays it only when that is safe (an idempotent method or
+	// an Idempotency-Key), so a POST is never duplicated on a guess, while
+	// an idempotent request still survives net/http's many untyped
+	// connection errors. Permanent would give up on those; Unsent or
+	// Throttled would replay requests the server may have processed.
+	return Transient
+}
+
+// callerGone reports whether the caller's context ended (other than by an
+// attempt timeout), or the caller closed the deprecated req.Cancel channel.
+func callerGone(req *http.Request) bool {
+	ctx := req.Context()
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrAttemptTimeout) {
+		return true
+	}
+	if req.Cancel != nil {
+		select {
+		case <-req.Cancel:
+			return true
+		default:
+		}
+	}
+	return false
+}
+
+// sendable reports whether net/http's Transport would try to send req,
+// mirroring the checks it makes before dialing.
+func sendable(req *http.Request) bool {
+	u := req.URL
+	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || req.Header == nil {
+		return false
+	}
+	if req.Method != "" && !isToken(req.Method) {
+		return false
+	}
+	for _, h := range []http.Header{req.Header, req.Trailer} {
+		for k, vs := range h {
+			if !isToken(k) {
+				return false
+			}
+			for _, v := range vs {
+				if !validHeaderValue(v) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// isToken reports whether s is a token (RFC 9110 §5.6.2).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '!', c == '#', c == '$', c == '%', c == '&', c == '\'', c == '*',
+			c == '+', c == '-', c == '.', c == '^', c == '_', c == '`', c == '|', c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether net/http would send v as a field value:
+// no control characters but horizontal tab (RFC 9110 §5.5).
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// isTLSVerification reports whether err is a failure to verify the peer's
+// certificate chain or name.
+func isTLSVerification(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	// Custom VerifyPeerCertificate or DialTLSContext code may return the
+	// x509 errors unwrapped.
+	if _, ok := errors.AsType[x509.UnknownAuthorityError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.HostnameError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.CertificateInvalidError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.UnhandledCriticalExtension](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[x509.ConstraintViolationError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[x509.SystemRootsError](err)
+	return ok
+}
+
+// failedToConnect reports whether err came from dialing the server or the
+// proxy in front of it. A dial error may be wrapped in a "proxyconnect"
+// one, so the whole chain is searched.
+func failedToConnect(err error) bool {
+	for err != nil {
+		opErr, ok := errors.AsType[*net.OpError](err)
+		if !ok {
+			return false
+		}
+		if opErr.Op == "dial" || opErr.Op == "proxyconnect" {
+			return true
+		}
+		err = opErr.Err
+	}
+	return false
+}
+
+// h2StreamError has the shape of net/http's bundled (unexported) HTTP/2
+// StreamError, whose As method fills any struct with the same field names
+// and convertible types: that is how golang.org/x/net/http2.StreamError
+// matches it, and how this package does without importing x/net.
+type h2StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e h2StreamError) Error() string { return "http2 stream error" }
+
+// h2RefusedStream is HTTP/2's REFUSED_STREAM error code (RFC 9113 §7).
+const h2RefusedStream = 0x7
+
+// refusedStream reports whether err is an HTTP/2 stream error with the
+// REFUSED_STREAM code. net/http retries those itself, up to 7 times, when it
+// can rewind the body; the error surfaces only after that.
+func refusedStream(err error) bool {
+	var se h2StreamError
+	return errors.As(err, &se) && se.Code == h2RefusedStream
+}
+
+// timedOut reports whether err is a timeout: a [net.Error] saying so
+// ([ErrAttemptTimeout], a read deadline's [os.ErrDeadlineExceeded],
+// net/http's ResponseHeaderTimeout and Client.Timeout) or a
+// [context.DeadlineExceeded] that is not the caller's (callerGone saw to
+// those).
+func timedOut(err error) bool {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, context.DeadlineExceeded)
+}
+
+// connectionLost reports whether err is the connection failing under the
+// request: a reset or broken pipe (a [*net.OpError] from a read or a write;
+// its errno, ECONNRESET, ECONNABORTED or EPIPE, has no portable name in
+// package syscall), an early EOF, or a connection closed under it.
+func connectionLost(err error) bool {
+	if opErr, ok := errors.AsType[*net.OpError](err); ok && (opErr.Op == "read" || opErr.Op == "write") {
+		return true
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed)
+}
+
+// ReplaySafe reports whether sending req more than once is safe: its method
+// is idempotent (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT and DELETE;
+// an empty method means GET), or its header has an "Idempotency-Key" or
+// "X-Idempotency-Key" entry, the keys net/http's Transport also honours. As
+// there, an entry with no values counts: the request is marked safe without
+// sending the header. Methods are case-sensitive: "get" is not GET.
+//
+// ReplaySafe looks at semantics only; whether the body can be sent again is
+// the [Transport]'s business. A nil req is not safe.
+func ReplaySafe(req *http.Request) bool {
+	if req == nil {
+		return false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace,
+		http.MethodPut, http.MethodDelete:
+		return true
+	}
+	// Exact keys, as net/http looks them up: a key set with Header.Set or
+	// Header.Add is canonical.
+	if _, ok := req.Header["Idempotency-Key"]; ok {
+		return true
+	}
+	_, ok := req.Header["X-Idempotency-Key"]
+	return ok
+}
+
+// DefaultPeekLimit is how many bytes [PeekBody] reads when its limit is not
+// positive.
+const DefaultPeekLimit = 64 << 10
+
+// PeekBody returns up to limit bytes from the start of resp.Body (the first
+// bytes a reader of resp.Body would get next), or [DefaultPeekLimit] bytes
+// when limit <= 0, and puts them back: afterwards resp.Body yields every
+// byte of the original body, prefix and rest, followed by the original's
+// final error, and closing it closes the original. The returned slice is a
+// copy, fewer than limit bytes long only when the body is shorter or
+// reading it failed.
+//
+// PeekBody may be called again, by another classifier of a [Chain]: it
+// recognises its own wrapper, returns the prefix already read and reads
+// more only when the new limit is larger.
+//
+// A read error other than [io.EOF] is returned with the bytes read before
+// it; the body is restored all the same, and its reader gets the same
+// error after those bytes (and then whatever the original body returns
+// next). A nil resp, a nil body and [http.NoBody] give
+// nil, nil. So does a body that can be written to (that of a 101 Switching
+// Protocols response): it is a connection, not content, and it is left
+// alone.
+//
+// Like the body it wraps, the restored body is not safe for concurrent use.
+func PeekBody(resp *http.Response, limit int64) ([]byte, error) {
+	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
+		return nil, nil
+	}
+	if _, ok := resp.Body.(io.Writer); ok {
+		return nil, nil // a hijacked stream: reading would wait for the peer
+	}
+	if limit <= 0 {
+		limit = DefaultPeekLimit
+	}
+	pb, ok := resp.Body.(*peekedBody)
+	if !ok {
+		pb = &peekedBody{rc: resp.Body}
+		resp.Body = pb
+	}
+	return pb.peek(limit)
+}
+
+// peekedBody is a response body with a prefix already read from rc and
+// held in buf; its reader gets buf[off:] first, then the error rc returned
+// after it, if any, then whatever rc returns next.
+type peekedBody struct {
+	rc     io.ReadCloser
+	buf    []byte
+	off    int   // bytes of buf already read by the caller
+	err    error // rc's error after buf, returned once buf is read
+	closed bool
+}
+
+// maxEmptyReads is how many (0, nil) reads in a row peek tolerates before
+// giving up with [io.ErrNoProgress], as bufio.Reader does.
+const maxEmptyReads = 100
+
+func (b *peekedBody) peek(limit int64) ([]byte, error) {
+	emptyReads := 0
+	for int64(len(b.buf)-b.off) < limit && b.err == nil && !b.closed {
+		unread := len(b.buf) - b.off
+		missing := limit - int64(unread) // > 0, and no overflow
+		if len(b.buf) == cap(b.buf) {
+			// Grow geometrically, never past limit: a huge limit on a
+			// short body costs only what the body holds.
+			nb := make([]byte, unread, int64(unread)+min(missing, max(512, int64(cap(b.buf)))))
+			copy(nb, b.buf[b.off:])
+			b.buf, b.off = nb, 0
+		}
+		room := b.buf[len(b.buf):cap(b.buf)]
+		if missing < int64(len(room)) {
+			room = room[:missing]
+		}
+		n, err := b.rc.Read(room)
+		b.buf = b.buf[:len(b.buf)+n]
+		if err != nil {
+			b.err = err
+		}
+		if n == 0 && err == nil {
+			if emptyReads++; emptyReads >= maxEmptyReads {
+				b.err = io.ErrNoProgress
+			}
+		} else {
+			emptyReads = 0
+		}
+	}
+	end := len(b.buf)
+	if int64(end-b.off) > limit {
+		end = b.off + int(limit)
+	}
+	p := slices.Clone(b.buf[b.off:end])
+	if b.err != nil && b.err != io.EOF && end == len(b.buf) {
+		return p, b.err
+	}
+	return p, nil
+}
+
+// Read returns the peeked prefix, then reads the rest of the original body.
+func (b *peekedBody) Read(p []byte) (int, error) {
+	if b.off < len(b.buf) {
+		n := copy(p, b.buf[b.off:])
+		b.off += n
+		if b.off == len(b.buf) {
+			b.buf, b.off = nil, 0 // let a long body stream without holding the prefix
+		}
+		return n, nil
+	}
+	if b.err != nil && !b.closed {
+		// Once, as the original returned it; the original decides what
+		// follows.
+		err := b.err
+		b.err = nil
+		return 0, err
+	}
+	return b.rc.Read(p)
+}
+
+// Close closes the original body.
+func (b *peekedBody) Close() error {
+	b.closed = true
+	b.buf, b.off = nil, 0
+	return b.rc.Close()
+}

@@ -1,0 +1,66 @@
+// Package retry is an [http.RoundTripper] that retries failed HTTP requests
+// with capped backoff and jitter, the way the AWS Architecture Blog's
+// "Exponential Backoff And Jitter" recommends, safely and observably.
+//
+// One line makes a client survive a flaky or rate-limited API:
+//
+//	client := &http.Client{Transport: retry.New(nil)}
+//
+// or, the same thing, client := retry.NewClient().
+//
+// # What is retried
+//
+// Each attempt's outcome is sorted into a [Class] by a [Classifier]
+// ([DefaultClassifier] unless you add your own in front of it):
+//
+//   - Throttled: the server refused the request without processing it —
+//     429, 503, or a throttling error code (see package awsretry for AWS's,
+//     which Route 53 sends as HTTP 400). Retried for every method.
+//   - Unsent: the request never left — the dial was refused, DNS failed
+//     temporarily, nothing was written. Retried for every method.
+//   - Transient: it may have been processed — 408, 500, 502, 504 and the
+//     other 5xx but 501 and 505, a connection reset or timeout after the
+//     request was written. Retried only when a replay is safe: an
+//     idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or an
+//     Idempotency-Key header, which is sent unchanged on every attempt.
+//   - Permanent: never retried — 400, 401, 403, 404 and the other 4xx but
+//     408 and 429; 501 and 505; TLS verification errors, bad URLs and
+//     schemes, redirect loops, the caller's own cancellation.
+//
+// So a POST is never sent twice by accident: after a 500 or a reset it is
+// returned to the caller, unless it carries an Idempotency-Key.
+//
+// # Waits
+//
+// The wait before retry n is the [Backoff]'s delay ([DefaultBackoff]:
+// Exponential{Base: 100ms, Cap: 20s, Jitter: FullJitter}). A server's
+// Retry-After (and the other headers [ServerWait] reads) is a floor under
+// it, honoured up to [Transport.MaxRetryAfter] (5 minutes by default): a
+// server asking for longer gets its response returned at once, and so does
+// any wait that would end past the request context's deadline. Waits end
+// early when the context is done.
+//
+// # Bodies
+//
+// Every attempt sends exactly the caller's bytes. A request with GetBody
+// (bytes.Reader, strings.Reader, bytes.Buffer bodies) is replayed with it,
+// without a copy; any other body is streamed on the first attempt and
+// copied aside, up to [Transport.MaxBufferedBody] (8 MiB by default). A
+// larger body is sent once and not retried. Discarded responses are drained
+// (up to 64 KiB) and closed, so their connections are reused.
+//
+// # The end
+//
+// When attempts run out on a response, that response is returned, unread,
+// with a nil error. When they run out on an error, RoundTrip returns an
+// [*Error] that wraps it and says how many attempts were made and why the
+// Transport stopped.
+//
+// # Observability
+//
+// Nothing is logged by default. [Transport.OnRetry] and [Transport.OnGiveUp]
+// see every failed attempt, its class and the delay chosen; [SlogHook]
+// adapts them to [log/slog]. The base transport sees the attempt number
+// through [Attempt] on the request's context, and optionally as a header
+// ([WithAttemptHeader]).
+package retry

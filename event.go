@@ -1,0 +1,142 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Event describes an attempt that failed, for the OnRetry and OnGiveUp hooks.
+type Event struct {
+	// Request is the caller's request.
+	Request *http.Request
+	// Attempt is the number of the attempt that failed, 1 for the first.
+	Attempt int
+	// Class is the attempt's outcome class.
+	Class Class
+	// StatusCode is the attempt's response status, or 0 when Err is set.
+	StatusCode int
+	// Err is the attempt's error, or nil when it had a response.
+	Err error
+	// Delay is the wait before the next attempt (OnRetry only).
+	Delay time.Duration
+	// ServerDelay reports whether Delay is the server's requested wait,
+	// which was longer than the backoff's (OnRetry only).
+	ServerDelay bool
+	// Reason is why no further attempt is made (OnGiveUp only).
+	Reason StopReason
+}
+
+// StopReason is why a Transport made no further attempt.
+type StopReason uint8
+
+const (
+	// StopNone is the zero value: the Transport has not stopped.
+	StopNone StopReason = iota
+	// StopPermanent: the outcome is one another attempt would not fix.
+	StopPermanent
+	// StopAttempts: MaxAttempts attempts were made.
+	StopAttempts
+	// StopUnsafe: the request may have been processed and is not safe to
+	// replay (a method that is not idempotent, and no Idempotency-Key).
+	StopUnsafe
+	// StopBody: the request body cannot be sent again (it outgrew
+	// MaxBufferedBody, or reading it or GetBody failed).
+	StopBody
+	// StopServerWait: the server asked for a wait longer than MaxRetryAfter.
+	StopServerWait
+	// StopDeadline: the next wait would end past the context's deadline.
+	StopDeadline
+	// StopCanceled: the request's context was done.
+	StopCanceled
+	// StopBudget: the retry budget refused the retry.
+	StopBudget
+)
+
+var stopReasons = [...]string{
+	StopNone:       "not stopped",
+	StopPermanent:  "not retryable",
+	StopAttempts:   "attempts exhausted",
+	StopUnsafe:     "unsafe to replay",
+	StopBody:       "body cannot be replayed",
+	StopServerWait: "server wait too long",
+	StopDeadline:   "deadline too near",
+	StopCanceled:   "context done",
+	StopBudget:     "retry budget exhausted",
+}
+
+func (r StopReason) String() string {
+	if int(r) < len(stopReasons) {
+		return stopReasons[r]
+	}
+	return "StopReason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Error is the error RoundTrip returns when the last attempt failed with an
+// error. It wraps that error, so [errors.Is] and [errors.As] see it,
+// also through the [*url.Error] an [http.Client] adds.
+type Error struct {
+	// Attempts is the number of attempts made.
+	Attempts int
+	// Reason is why no further attempt was made.
+	Reason StopReason
+	// Err is the last attempt's error.
+	Err error
+}
+
+func (e *Error) Error() string {
+	s := "s"
+	if e.Attempts == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("retry: giving up after %d attempt%s (%v): %v", e.Attempts, s, e.Reason, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Timeout reports whether the last error was a timeout, so that
+// [url.Error.Timeout] and [os.IsTimeout]-style checks keep working.
+func (e *Error) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
+// SlogHook returns a hook for [Transport.OnRetry] or [Transport.OnGiveUp]
+// that logs each event to l at level: the method and URL (without its
+// query, which may hold secrets), the attempt, the class, the status or
+// error, and the delay or the reason for stopping.
+func SlogHook(l *slog.Logger, level slog.Level) func(Event) {
+	return func(e Event) {
+		ctx := context.Background()
+		if e.Request != nil {
+			ctx = e.Request.Context()
+		}
+		if !l.Enabled(ctx, level) {
+			return
+		}
+		attrs := make([]slog.Attr, 0, 8)
+		if r := e.Request; r != nil && r.URL != nil {
+			u := *r.URL
+			u.RawQuery, u.Fragment, u.User = "", "", nil
+			attrs = append(attrs, slog.String("method", r.Method), slog.String("url", u.String()))
+		}
+		attrs = append(attrs, slog.Int("attempt", e.Attempt), slog.String("class", e.Class.String()))
+		if e.Err != nil {
+			attrs = append(attrs, slog.String("error", e.Err.Error()))
+		} else {
+			attrs = append(attrs, slog.Int("status", e.StatusCode))
+		}
+		msg := "retry"
+		if e.Reason != StopNone {
+			msg = "retry: giving up"
+			attrs = append(attrs, slog.String("reason", e.Reason.String()))
+		} else {
+			attrs = append(attrs, slog.Duration("delay", e.Delay), slog.Bool("server_delay", e.ServerDelay))
+		}
+		l.LogAttrs(ctx, level, msg, attrs...)
+	}
+}
