@@ -163,7 +163,8 @@ func (attemptTimeoutError) Is(target error) bool { return target == context.Dead
 //     header); TLS certificate verification errors
 //     ([*tls.CertificateVerificationError] and the x509 errors it wraps);
 //     [tls.RecordHeaderError] and [http.ErrSchemeMismatch] (TLS spoken to a
-//     server that does not); a DNS answer that the host does not exist.
+//     server that speaks plain HTTP); a DNS answer that the host does not
+//     exist.
 //   - [Unsent]: any other DNS error; a failed dial (connection refused, dial
 //     timeout) or proxy connection; an HTTP/2 stream the server refused
 //     (REFUSED_STREAM, RFC 9113 §8.7); an attempt timeout or any other error
@@ -238,7 +239,7 @@ func classifyError(o Outcome) Class {
 		return Permanent // the certificate will not verify on the next attempt either
 	}
 	if _, ok := errors.AsType[tls.RecordHeaderError](err); ok || errors.Is(err, http.ErrSchemeMismatch) {
-		return Permanent // TLS to a server that does not speak it (or the reverse)
+		return Permanent // https:// to a server that speaks plain HTTP
 	}
 	if dnsErr, ok := errors.AsType[*net.DNSError](err); ok {
 		if dnsErr.IsNotFound {
@@ -279,8 +280,10 @@ func callerGone(req *http.Request) bool {
 	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrAttemptTimeout) {
 		return true
 	}
+	//lint:ignore SA1019 net/http still honours the deprecated channel.
 	if req.Cancel != nil {
 		select {
+		//lint:ignore SA1019 net/http still honours the deprecated channel.
 		case <-req.Cancel:
 			return true
 		default:

@@ -101,7 +101,6 @@ type Transport struct {
 	once     sync.Once
 	cfg      config
 	cfgErr   error
-	baseOnce sync.Once
 }
 
 // Budget limits retries across requests: when retries fail everywhere it
