@@ -98,9 +98,9 @@ type Transport struct {
 	sleep func(ctx context.Context, d time.Duration) error
 	rand  func() float64
 
-	once     sync.Once
-	cfg      config
-	cfgErr   error
+	once   sync.Once
+	cfg    config
+	cfgErr error
 }
 
 // Budget limits retries across requests: when retries fail everywhere it
