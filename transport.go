@@ -86,6 +86,11 @@ type Transport struct {
 	// success, so retries stop when they fail everywhere.
 	Budget Budget
 
+	// Pacer, if not nil, spaces the attempts to each host at a rate learned
+	// from its throttling. Every attempt, the first included, waits for
+	// it; it never delays a host that has not throttled.
+	Pacer *Pacer
+
 	// OnRetry, if not nil, is called before the wait that precedes each retry.
 	OnRetry func(Event)
 
@@ -155,6 +160,9 @@ func WithAttemptHeader(name string) Option { return func(t *Transport) { t.Attem
 
 // WithBudget sets [Transport.Budget].
 func WithBudget(b Budget) Option { return func(t *Transport) { t.Budget = b } }
+
+// WithPacer sets [Transport.Pacer].
+func WithPacer(p *Pacer) Option { return func(t *Transport) { t.Pacer = p } }
 
 // WithOnRetry sets [Transport.OnRetry].
 func WithOnRetry(f func(Event)) Option { return func(t *Transport) { t.OnRetry = f } }
@@ -234,6 +242,11 @@ func (t *Transport) check() error {
 		return fmt.Errorf("retry: RateLimitReset %d is not a known format", t.RateLimitReset)
 	case t.AttemptHeader != "" && !validHeaderName(t.AttemptHeader):
 		return fmt.Errorf("retry: AttemptHeader %q is not a valid header name", t.AttemptHeader)
+	}
+	if t.Pacer != nil {
+		if err := t.Pacer.Validate(); err != nil {
+			return err
+		}
 	}
 	if v, ok := t.Backoff.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
@@ -316,6 +329,14 @@ func (r *roundTrip) run() (*http.Response, error) {
 		defer r.body.finish()
 	}
 	ctx := req.Context()
+	if r.t.Pacer != nil {
+		if err := r.paceFirst(ctx); err != nil {
+			if r.body == nil {
+				closeRequestBody(req) // nothing was sent: RoundTrip still owns it
+			}
+			return nil, err
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		areq, wrote, cancel, err := r.attemptRequest(ctx, attempt)
 		if err != nil {
@@ -331,6 +352,9 @@ func (r *roundTrip) run() (*http.Response, error) {
 			}
 		}
 		class := r.classify(o)
+		if p := r.t.Pacer; p != nil {
+			p.observe(req, class, o.Response, r.now(), r.t.RateLimitReset)
+		}
 		if class == Success {
 			if r.t.Budget != nil {
 				r.t.Budget.Success()
@@ -400,13 +424,43 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 			}
 		}
 	}
+	var paced *reservation
+	if p := r.t.Pacer; p != nil {
+		// The pacer's token is taken for when the backoff ends: the
+		// retry waits for whichever comes later.
+		var extra time.Duration
+		extra, paced = p.reserve(r.req, now.Add(delay))
+		delay += extra
+	}
 	if dl, ok := ctx.Deadline(); ok && delay > dl.Sub(now) {
+		paced.cancel()
 		return 0, false, StopDeadline
 	}
 	if b := r.t.Budget; b != nil && !b.AllowRetry(class) {
+		paced.cancel()
 		return 0, false, StopBudget
 	}
 	return delay, fromServer, StopNone
+}
+
+// paceFirst waits for the pacer before the first attempt. A wait that
+// would end past the context's deadline is not begun.
+func (r *roundTrip) paceFirst(ctx context.Context) error {
+	now := r.now()
+	d, paced := r.t.Pacer.reserve(r.req, now)
+	if d <= 0 {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
+		paced.cancel()
+		err := fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+		return r.giveUp(0, Undecided, nil, err, StopDeadline)
+	}
+	if err := r.wait(ctx, d); err != nil {
+		paced.cancel()
+		return r.giveUp(0, Undecided, nil, err, StopCanceled)
+	}
+	return nil
 }
 
 // attemptRequest builds the request of one attempt: a shallow clone of the

@@ -1,0 +1,320 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var pacerEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func hostRequest(t *testing.T, host string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://"+host+"/", nil)
+	require.NoError(t, err)
+	return req
+}
+
+func response(code int, header ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
+	return &http.Response{StatusCode: code, Header: h}
+}
+
+// sendAt feeds p successes at rps requests per second for d, starting at
+// from, and returns the time after the last.
+func sendAt(p *Pacer, req *http.Request, from time.Time, rps float64, d time.Duration) time.Time {
+	step := time.Duration(float64(time.Second) / rps)
+	at := from
+	for ; at.Sub(from) < d; at = at.Add(step) {
+		p.observe(req, Success, response(200), at, ResetIgnore)
+	}
+	return at
+}
+
+func TestPacerIdleUntilThrottled(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 50, 3*time.Second)
+	d, res := p.reserve(req, now)
+	assert.Zero(t, d)
+	assert.Nil(t, res)
+	r, engaged := p.Rate("api.example")
+	assert.False(t, engaged)
+	assert.True(t, math.IsInf(r, 1))
+}
+
+func TestPacerCutsOnThrottle(t *testing.T) {
+	tests := []struct {
+		adapt Adapt
+		want  float64 // fraction of the measured rate kept
+	}{
+		{AdaptCubic, cubicBeta},
+		{AdaptAIMD, aimdCut},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.adapt), func(t *testing.T) {
+			p := &Pacer{Adapt: tt.adapt}
+			req := hostRequest(t, "api.example")
+			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
+			p.observe(req, Throttled, response(429), now, ResetIgnore)
+			r, engaged := p.Rate("api.example")
+			require.True(t, engaged)
+			assert.InDelta(t, 10*tt.want, r, 0.5, "rate after a throttle while sending 10/s")
+
+			// A second throttle cuts again, below the rate in force.
+			p.observe(req, Throttled, response(429), now.Add(10*time.Millisecond), ResetIgnore)
+			r2, _ := p.Rate("api.example")
+			assert.Less(t, r2, r)
+		})
+	}
+}
+
+func TestPacerRecoversOnSuccess(t *testing.T) {
+	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+		t.Run(fmt.Sprint(adapt), func(t *testing.T) {
+			p := &Pacer{Adapt: adapt}
+			req := hostRequest(t, "api.example")
+			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
+			p.observe(req, Throttled, response(429), now, ResetIgnore)
+			cut, _ := p.Rate("api.example")
+			// Keep sending at the paced rate; it must climb back to the
+			// old rate within a few seconds and never exceed twice what
+			// is measured.
+			at := now
+			var r float64
+			for i := 0; i < 200; i++ {
+				at = at.Add(100 * time.Millisecond)
+				p.observe(req, Success, response(200), at, ResetIgnore)
+				r, _ = p.Rate("api.example")
+				require.LessOrEqual(t, r, 2*20.0+1e-9)
+			}
+			assert.Greater(t, r, cut)
+			assert.GreaterOrEqual(t, r, 10.0, "after 20 s without a throttle the rate is back to the old one")
+		})
+	}
+}
+
+func TestPacerSpacesReservations(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 4, 4*time.Second)
+	p.observe(req, Throttled, response(429), now, ResetIgnore)
+	r, _ := p.Rate("api.example")
+	step := time.Duration(float64(time.Second) / r)
+	var waits []time.Duration
+	for i := 0; i < 4; i++ {
+		d, res := p.reserve(req, now)
+		require.NotNil(t, res)
+		waits = append(waits, d)
+	}
+	// A burst of one: the first token is there, each next one a step later.
+	for i := 1; i < len(waits); i++ {
+		assert.InDelta(t, float64(step), float64(waits[i]-waits[i-1]), float64(time.Millisecond), "waits %v", waits)
+	}
+
+	// A reservation given back is reused by the next attempt.
+	d, res := p.reserve(req, now)
+	res.cancel()
+	d2, _ := p.reserve(req, now)
+	assert.Equal(t, d, d2)
+}
+
+func TestPacerKeysAreIndependent(t *testing.T) {
+	p := &Pacer{}
+	a, b := hostRequest(t, "a.example"), hostRequest(t, "b.example")
+	now := sendAt(p, a, pacerEpoch, 10, 2*time.Second)
+	sendAt(p, b, pacerEpoch, 10, 2*time.Second)
+	p.observe(a, Throttled, response(503), now, ResetIgnore)
+	_, engagedA := p.Rate("a.example")
+	_, engagedB := p.Rate("b.example")
+	assert.True(t, engagedA)
+	assert.False(t, engagedB)
+	d, res := p.reserve(b, now)
+	assert.Zero(t, d)
+	assert.Nil(t, res)
+
+	// A custom key groups hosts: here, every request counts against one account.
+	acct := &Pacer{Key: func(*http.Request) string { return "account-1" }}
+	acct.observe(a, Throttled, response(400), now, ResetIgnore)
+	_, engaged := acct.Rate("account-1")
+	assert.True(t, engaged)
+	_, res = acct.reserve(b, now)
+	assert.NotNil(t, res, "b.example shares account-1's limit")
+}
+
+func TestPacerServerHints(t *testing.T) {
+	t.Run("Retry-After pauses the key", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+		p.observe(req, Throttled, response(429, "Retry-After", "3"), now, ResetIgnore)
+		d, _ := p.reserve(req, now)
+		assert.Equal(t, 3*time.Second, d)
+		d2, _ := p.reserve(req, now)
+		assert.Greater(t, d2, d, "after the pause, attempts are spaced, not released at once")
+	})
+	t.Run("RateLimit r=0 pauses before a refusal", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+		p.observe(req, Success, response(200, "RateLimit", `"default";r=0;t=5`), now, ResetIgnore)
+		d, res := p.reserve(req, now)
+		require.NotNil(t, res, "an exhausted quota engages the pacer before any throttle")
+		assert.Equal(t, 5*time.Second, d)
+	})
+	t.Run("legacy RateLimit-Remaining 0", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		p.observe(req, Success, response(200, "RateLimit-Remaining", "0", "RateLimit-Reset", "2"), pacerEpoch, ResetIgnore)
+		d, _ := p.reserve(req, pacerEpoch)
+		assert.Equal(t, 2*time.Second, d)
+	})
+	t.Run("quota left changes nothing", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		p.observe(req, Success, response(200, "RateLimit", `"default";r=40;t=5`, "RateLimit-Remaining", "7", "RateLimit-Reset", "2"), pacerEpoch, ResetIgnore)
+		_, engaged := p.Rate("api.example")
+		assert.False(t, engaged)
+	})
+}
+
+func TestPacerMinRate(t *testing.T) {
+	p := &Pacer{MinRate: 2}
+	req := hostRequest(t, "api.example")
+	now := pacerEpoch
+	for i := 0; i < 20; i++ {
+		now = now.Add(10 * time.Millisecond)
+		p.observe(req, Throttled, response(429), now, ResetIgnore)
+	}
+	r, _ := p.Rate("api.example")
+	assert.Equal(t, 2.0, r)
+}
+
+func TestPacerValidate(t *testing.T) {
+	for _, p := range []*Pacer{{MinRate: -1}, {MinRate: math.NaN()}, {MinRate: math.Inf(1)}, {Adapt: 9}} {
+		err := p.Validate()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "retry: Pacer.")
+	}
+	assert.NoError(t, (&Pacer{}).Validate())
+}
+
+func TestPacerConcurrentUse(t *testing.T) {
+	p := &Pacer{}
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			req := hostRequest(t, fmt.Sprintf("h%d.example", g%3))
+			at := pacerEpoch
+			for i := 0; i < 300; i++ {
+				at = at.Add(time.Duration(g+1) * time.Millisecond)
+				class := Success
+				if i%50 == 49 {
+					class = Throttled
+				}
+				p.observe(req, class, response(200), at, ResetIgnore)
+				if _, res := p.reserve(req, at); res != nil && i%7 == 0 {
+					res.cancel()
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	for i := 0; i < 3; i++ {
+		r, engaged := p.Rate(fmt.Sprintf("h%d.example", i))
+		assert.True(t, engaged)
+		assert.GreaterOrEqual(t, r, defaultMinRate)
+	}
+}
+
+func TestTransportPacesAfterThrottle(t *testing.T) {
+	s := newScript(t, status(429), status(200))
+	p := &Pacer{MinRate: 2}
+	rt, clock := testTransport(nil, WithPacer(p), WithBackoff(Constant{}))
+	defer rt.CloseIdleConnections()
+	_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
+	require.NoError(t, err)
+	// The throttle engaged the pacer at its minimum rate (nothing was
+	// measured before): the retry and the next request are spaced.
+	r, engaged := p.Rate(s.srv.Listener.Addr().String())
+	require.True(t, engaged)
+	assert.Equal(t, 2.0, r)
+	_, _, err = do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
+	require.NoError(t, err)
+	assert.Len(t, s.requests(), 3)
+	assert.Equal(t, []time.Duration{0, 500 * time.Millisecond}, clock.waits())
+}
+
+func TestTransportPacerPauseAndDeadline(t *testing.T) {
+	s := newScript(t, status(503, "Retry-After", "3600"), status(200))
+	p := &Pacer{}
+	var gaveUp []Event
+	rt, _ := testTransport(nil, WithPacer(p), WithMaxRetryAfter(2*time.Hour), WithOnGiveUp(func(e Event) { gaveUp = append(gaveUp, e) }))
+	defer rt.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The first request is told to wait an hour: past its deadline, so
+	// the 503 comes back at once, and the host is paused for an hour.
+	resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+	require.NoError(t, err)
+	assert.Equal(t, 503, resp.StatusCode)
+
+	// The next request would wait for the pause: past its deadline too,
+	// so it fails at once, sends nothing, and closes its body.
+	cc := &countingCloser{Reader: strings.NewReader("x")}
+	_, err = rt.RoundTrip(mustRequest(t, "PUT", s.srv.URL, cc).WithContext(ctx))
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, StopDeadline, re.Reason)
+	assert.Equal(t, 0, re.Attempts)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.EqualValues(t, 1, cc.closes.Load())
+	assert.Len(t, s.requests(), 1)
+	require.Len(t, gaveUp, 2)
+	assert.Equal(t, StopDeadline, gaveUp[1].Reason)
+}
+
+func TestTransportCancelDuringPacing(t *testing.T) {
+	s := newScript(t, status(429, "Retry-After", "3600"), status(200))
+	p := &Pacer{}
+	rt := New(nil, WithPacer(p), WithMaxRetryAfter(2*time.Hour), WithMaxAttempts(1))
+	defer rt.CloseIdleConnections()
+	_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
+	require.NoError(t, err)
+	// The real sleep, with a context canceled while waiting for the pacer.
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(10*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = rt.RoundTrip(mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+	assert.ErrorIs(t, err, context.Canceled)
+	var re *Error
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, StopCanceled, re.Reason)
+	assert.Less(t, time.Since(start), time.Minute)
+	assert.Len(t, s.requests(), 1)
+}
+
+func TestPacerFastPathAllocations(t *testing.T) {
+	req := mustRequest(t, "GET", "http://127.0.0.1/", nil)
+	var base, rt http.RoundTripper = staticTransport{}, New(staticTransport{}, WithPacer(&Pacer{}))
+	bare := testing.AllocsPerRun(200, func() { allocSink, _ = base.RoundTrip(req) })
+	ours := testing.AllocsPerRun(200, func() { allocSink, _ = rt.RoundTrip(req) })
+	// Two for the attempt's context and request clone, as without a
+	// pacer; the pacer may add one, and an idle one adds none.
+	if ours-bare > 3 {
+		t.Errorf("with an idle pacer a first-try success costs %.0f allocations more than the base transport; want at most 3", ours-bare)
+	}
+}
