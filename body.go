@@ -96,10 +96,21 @@ func (b *replayBody) finish() {
 	b.mu.Lock()
 	b.done = true
 	last := b.open == 0
+	if last {
+		b.release()
+	}
 	b.mu.Unlock()
 	if last {
 		b.closeSource()
 	}
+}
+
+// release drops the copy once no reader can need it: RoundTrip returned
+// and every reader was closed. The response keeps the last attempt's
+// request, whose GetBody keeps b, so without this a caller holding the
+// response would hold the whole copy too. b.mu must be held.
+func (b *replayBody) release() {
+	b.chunks, b.dropped = nil, true
 }
 
 func (b *replayBody) closeSource() {
@@ -216,6 +227,9 @@ func (r *replayReader) Close() error {
 	r.closed = true
 	b.open--
 	last := b.done && b.open == 0
+	if last {
+		b.release()
+	}
 	b.mu.Unlock()
 	if last {
 		b.closeSource()

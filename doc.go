@@ -8,6 +8,43 @@
 //
 // or, the same thing, client := retry.NewClient().
 //
+// # Three uses
+//
+// A drop-in [http.Client]: [New] wraps any transport (nil means a pooled
+// one of its own) and [NewClient] makes the client. Code that already takes
+// an *http.Client needs no other change; see Example (HttpClient).
+//
+// A rate-limited API: tell the Transport how the API says "slow down" and
+// how patient to be. Route 53 allows five requests a second per account
+// and answers the sixth with HTTP 400 and the code Throttling; package
+// awsretry's Classify reads such codes:
+//
+//	rt := retry.New(nil,
+//		retry.WithClassifier(awsretry.Classify),
+//		retry.WithMaxAttempts(20),
+//		retry.WithBackoff(retry.Exponential{Base: 400 * time.Millisecond, Cap: 1600 * time.Millisecond, Jitter: retry.EqualJitter}),
+//		retry.WithMaxRetryAfter(20*time.Second),
+//	)
+//
+// Callers that queue for a rate limit wait as long as the queue is, far
+// longer than a server takes to recover from a blip: the defaults (4
+// attempts, 0.35s of waiting on average) give up too soon. The program in
+// examples/route53 runs the AWS SDK for Go v2's Route 53 client through
+// such a Transport (with the SDK's own retries off, aws.NopRetryer) against
+// a fake Route 53 and explains each setting. The SDK signs a request
+// before it reaches the Transport, so a retry replays the signature: AWS
+// accepts it while the request's X-Amz-Date is within five minutes of its
+// clock (in most cases), so keep the retries of a signed request well inside
+// that, with a deadline on its context and a MaxRetryAfter well under the
+// default, which is exactly 5 minutes. See Example (RateLimitedAPI).
+//
+// An SDK wrapper: a client library for an API gives each kind of call the
+// settings it needs, all over one connection pool: reads retried freely,
+// writes carrying an Idempotency-Key made once per call (the same on every
+// attempt, so the server acts once), hooks wired to [log/slog] through
+// [SlogHook] and to the library's counters, a deadline on every call. See
+// Example (SdkWrapper) and the program in examples/sdkwrapper.
+//
 // # What is retried
 //
 // Each attempt's outcome is sorted into a [Class] by a [Classifier]
@@ -39,6 +76,12 @@
 // server asking for longer gets its response returned at once, and so does
 // any wait that would end past the request context's deadline. Waits end
 // early when the context is done.
+//
+// A retry budget ([TokenBucket], one per Transport unless you share one
+// with [WithBudget]) stops the retries when they fail everywhere, so that
+// clients stop multiplying the load on a server that is down. A [Pacer]
+// ([WithPacer]) spaces the attempts to a host at a rate learned from its
+// throttling, for clients that keep a rate-limited API busy all the time.
 //
 // # Bodies
 //

@@ -7,7 +7,6 @@ require (
 	github.com/jarcoal/httpmock v1.4.2
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
-	golang.org/x/time v0.16.0
 )
 
 require go.yaml.in/yaml/v3 v3.0.5 // indirect

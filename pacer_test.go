@@ -37,9 +37,19 @@ func sendAt(p *Pacer, req *http.Request, from time.Time, rps float64, d time.Dur
 	step := time.Duration(float64(time.Second) / rps)
 	at := from
 	for ; at.Sub(from) < d; at = at.Add(step) {
-		p.observe(req, Success, response(200), at, ResetIgnore)
+		p.reserve(req, at)
+		p.observe(req, Success, response(200), curGen(p, req), at, ResetIgnore)
 	}
 	return at
+}
+
+// curGen returns the generation of the rate p paces req's key at now: the
+// throttles the tests feed are of attempts paced at the current rate.
+func curGen(p *Pacer, req *http.Request) uint64 {
+	s := p.state(req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
 }
 
 func TestPacerIdleUntilThrottled(t *testing.T) {
@@ -67,13 +77,20 @@ func TestPacerCutsOnThrottle(t *testing.T) {
 			p := &Pacer{Adapt: tt.adapt}
 			req := hostRequest(t, "api.example")
 			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
-			p.observe(req, Throttled, response(429), now, ResetIgnore)
+			p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
 			r, engaged := p.Rate("api.example")
 			require.True(t, engaged)
-			assert.InDelta(t, 10*tt.want, r, 0.5, "rate after a throttle while sending 10/s")
+			// The measured rate is smoothed, so it lags a little behind 10/s.
+			assert.GreaterOrEqual(t, r, 8*tt.want, "rate after a throttle while sending 10/s")
+			assert.LessOrEqual(t, r, 10*tt.want)
 
-			// A second throttle cuts again, below the rate in force.
-			p.observe(req, Throttled, response(429), now.Add(10*time.Millisecond), ResetIgnore)
+			// A throttle of an attempt sent before the cut changes nothing.
+			p.observe(req, Throttled, response(429), 0, now.Add(5*time.Millisecond), ResetIgnore)
+			same, _ := p.Rate("api.example")
+			assert.Equal(t, r, same)
+
+			// One paced at the new rate cuts again, below the rate in force.
+			p.observe(req, Throttled, response(429), curGen(p, req), now.Add(10*time.Millisecond), ResetIgnore)
 			r2, _ := p.Rate("api.example")
 			assert.Less(t, r2, r)
 		})
@@ -86,7 +103,7 @@ func TestPacerRecoversOnSuccess(t *testing.T) {
 			p := &Pacer{Adapt: adapt}
 			req := hostRequest(t, "api.example")
 			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
-			p.observe(req, Throttled, response(429), now, ResetIgnore)
+			p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
 			cut, _ := p.Rate("api.example")
 			// Keep sending at the paced rate; it must climb back to the
 			// old rate within a few seconds and never exceed twice what
@@ -95,7 +112,8 @@ func TestPacerRecoversOnSuccess(t *testing.T) {
 			var r float64
 			for i := 0; i < 200; i++ {
 				at = at.Add(100 * time.Millisecond)
-				p.observe(req, Success, response(200), at, ResetIgnore)
+				p.reserve(req, at)
+				p.observe(req, Success, response(200), curGen(p, req), at, ResetIgnore)
 				r, _ = p.Rate("api.example")
 				require.LessOrEqual(t, r, 2*20.0+1e-9)
 			}
@@ -109,7 +127,7 @@ func TestPacerSpacesReservations(t *testing.T) {
 	p := &Pacer{}
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 4, 4*time.Second)
-	p.observe(req, Throttled, response(429), now, ResetIgnore)
+	p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
 	r, _ := p.Rate("api.example")
 	step := time.Duration(float64(time.Second) / r)
 	var waits []time.Duration
@@ -135,7 +153,7 @@ func TestPacerKeysAreIndependent(t *testing.T) {
 	a, b := hostRequest(t, "a.example"), hostRequest(t, "b.example")
 	now := sendAt(p, a, pacerEpoch, 10, 2*time.Second)
 	sendAt(p, b, pacerEpoch, 10, 2*time.Second)
-	p.observe(a, Throttled, response(503), now, ResetIgnore)
+	p.observe(a, Throttled, response(503), curGen(p, a), now, ResetIgnore)
 	_, engagedA := p.Rate("a.example")
 	_, engagedB := p.Rate("b.example")
 	assert.True(t, engagedA)
@@ -146,7 +164,7 @@ func TestPacerKeysAreIndependent(t *testing.T) {
 
 	// A custom key groups hosts: here, every request counts against one account.
 	acct := &Pacer{Key: func(*http.Request) string { return "account-1" }}
-	acct.observe(a, Throttled, response(400), now, ResetIgnore)
+	acct.observe(a, Throttled, response(400), curGen(acct, a), now, ResetIgnore)
 	_, engaged := acct.Rate("account-1")
 	assert.True(t, engaged)
 	_, res = acct.reserve(b, now)
@@ -158,7 +176,7 @@ func TestPacerServerHints(t *testing.T) {
 		p := &Pacer{}
 		req := hostRequest(t, "api.example")
 		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
-		p.observe(req, Throttled, response(429, "Retry-After", "3"), now, ResetIgnore)
+		p.observe(req, Throttled, response(429, "Retry-After", "3"), curGen(p, req), now, ResetIgnore)
 		d, _ := p.reserve(req, now)
 		assert.Equal(t, 3*time.Second, d)
 		d2, _ := p.reserve(req, now)
@@ -168,7 +186,7 @@ func TestPacerServerHints(t *testing.T) {
 		p := &Pacer{}
 		req := hostRequest(t, "api.example")
 		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
-		p.observe(req, Success, response(200, "RateLimit", `"default";r=0;t=5`), now, ResetIgnore)
+		p.observe(req, Success, response(200, "RateLimit", `"default";r=0;t=5`), curGen(p, req), now, ResetIgnore)
 		d, res := p.reserve(req, now)
 		require.NotNil(t, res, "an exhausted quota engages the pacer before any throttle")
 		assert.Equal(t, 5*time.Second, d)
@@ -176,14 +194,14 @@ func TestPacerServerHints(t *testing.T) {
 	t.Run("legacy RateLimit-Remaining 0", func(t *testing.T) {
 		p := &Pacer{}
 		req := hostRequest(t, "api.example")
-		p.observe(req, Success, response(200, "RateLimit-Remaining", "0", "RateLimit-Reset", "2"), pacerEpoch, ResetIgnore)
+		p.observe(req, Success, response(200, "RateLimit-Remaining", "0", "RateLimit-Reset", "2"), curGen(p, req), pacerEpoch, ResetIgnore)
 		d, _ := p.reserve(req, pacerEpoch)
 		assert.Equal(t, 2*time.Second, d)
 	})
 	t.Run("quota left changes nothing", func(t *testing.T) {
 		p := &Pacer{}
 		req := hostRequest(t, "api.example")
-		p.observe(req, Success, response(200, "RateLimit", `"default";r=40;t=5`, "RateLimit-Remaining", "7", "RateLimit-Reset", "2"), pacerEpoch, ResetIgnore)
+		p.observe(req, Success, response(200, "RateLimit", `"default";r=40;t=5`, "RateLimit-Remaining", "7", "RateLimit-Reset", "2"), curGen(p, req), pacerEpoch, ResetIgnore)
 		_, engaged := p.Rate("api.example")
 		assert.False(t, engaged)
 	})
@@ -195,7 +213,7 @@ func TestPacerMinRate(t *testing.T) {
 	now := pacerEpoch
 	for i := 0; i < 20; i++ {
 		now = now.Add(10 * time.Millisecond)
-		p.observe(req, Throttled, response(429), now, ResetIgnore)
+		p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
 	}
 	r, _ := p.Rate("api.example")
 	assert.Equal(t, 2.0, r)
@@ -225,7 +243,7 @@ func TestPacerConcurrentUse(t *testing.T) {
 				if i%50 == 49 {
 					class = Throttled
 				}
-				p.observe(req, class, response(200), at, ResetIgnore)
+				p.observe(req, class, response(200), curGen(p, req), at, ResetIgnore)
 				if _, res := p.reserve(req, at); res != nil && i%7 == 0 {
 					res.cancel()
 				}
@@ -242,20 +260,22 @@ func TestPacerConcurrentUse(t *testing.T) {
 
 func TestTransportPacesAfterThrottle(t *testing.T) {
 	s := newScript(t, status(429), status(200))
-	p := &Pacer{MinRate: 2}
+	p := &Pacer{}
 	rt, clock := testTransport(nil, WithPacer(p), WithBackoff(Constant{}))
 	defer rt.CloseIdleConnections()
 	_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 	require.NoError(t, err)
-	// The throttle engaged the pacer at its minimum rate (nothing was
-	// measured before): the retry and the next request are spaced.
+	// The throttle engaged the pacer: one attempt sent within the shortest
+	// measured time (10ms) estimates 100 requests/s, cut to 70. The retry
+	// took the first token; the next request waits a token's interval.
 	r, engaged := p.Rate(s.srv.Listener.Addr().String())
 	require.True(t, engaged)
-	assert.Equal(t, 2.0, r)
+	assert.InDelta(t, 70, r, 1e-9)
 	_, _, err = do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 	require.NoError(t, err)
 	assert.Len(t, s.requests(), 3)
-	assert.Equal(t, []time.Duration{0, 500 * time.Millisecond}, clock.waits())
+	step := time.Duration(float64(time.Second) / r)
+	assert.Equal(t, []time.Duration{0, step}, clock.waits())
 }
 
 func TestTransportPacerPauseAndDeadline(t *testing.T) {
@@ -317,4 +337,32 @@ func TestPacerFastPathAllocations(t *testing.T) {
 	if ours-bare > 3 {
 		t.Errorf("with an idle pacer a first-try success costs %.0f allocations more than the base transport; want at most 3", ours-bare)
 	}
+}
+
+// A cold start sends a burst far above the server's capacity: the first
+// cut goes to just below the rate the server accepted, not to 0.7 times
+// the burst's rate, which would take a dozen rounds of refusals.
+func TestPacerColdStartCutsToAcceptedRate(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	for i := 0; i < 1000; i++ {
+		p.reserve(req, pacerEpoch) // a burst: 1000 attempts at once
+	}
+	at := pacerEpoch
+	for i := 0; i < 5; i++ { // five accepted within 10ms
+		at = at.Add(2 * time.Millisecond)
+		p.observe(req, Success, response(200), 0, at, ResetIgnore)
+	}
+	p.observe(req, Throttled, response(429), 0, at, ResetIgnore)
+	r, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	// Five successes in the 10ms measured: 500/s, of which 0.9 is kept.
+	assert.InDelta(t, acceptedShare*500, r, 1e-6)
+
+	// The burst's other refusals were not paced: they cut nothing more.
+	for i := 0; i < 50; i++ {
+		p.observe(req, Throttled, response(429), 0, at, ResetIgnore)
+	}
+	r2, _ := p.Rate("api.example")
+	assert.Equal(t, r, r2)
 }

@@ -82,8 +82,11 @@ type Transport struct {
 	// amz-sdk-request or Envoy's x-envoy-attempt-count.
 	AttemptHeader string
 
-	// Budget, if not nil, is asked before every retry and told of every
-	// success, so retries stop when they fail everywhere.
+	// Budget is asked before every retry and told of every success, so
+	// retries stop when they fail everywhere. Nil means a [TokenBucket]
+	// of the Transport's own with the default settings, made on first use;
+	// [NoBudget] (which [WithBudget](nil) sets) means no budget. Pass one
+	// TokenBucket to several Transports to share it.
 	Budget Budget
 
 	// Pacer, if not nil, spaces the attempts to each host at a rate learned
@@ -110,13 +113,18 @@ type Transport struct {
 
 // Budget limits retries across requests: when retries fail everywhere it
 // refuses them, so that clients stop multiplying the load on a struggling
-// server. Implementations must be safe for concurrent use.
+// server. [TokenBucket] is the one this package provides. Implementations
+// must be safe for concurrent use, must not block, and should make Success
+// cheap: it is called on every successful request.
 type Budget interface {
 	// AllowRetry reports whether a retry after an outcome of class c may
 	// be made, and takes its cost when it may.
 	AllowRetry(c Class) bool
-	// Success records an attempt that succeeded.
-	Success()
+	// Success records an attempt that succeeded. retried is the class
+	// of the outcome that attempt was a retry of, or Undecided when it
+	// was the first attempt, so a budget can give a retry that worked
+	// its cost back.
+	Success(retried Class)
 }
 
 // config is a Transport's settings with the defaults filled in.
@@ -127,6 +135,7 @@ type config struct {
 	classifier    Classifier
 	maxRetryAfter time.Duration
 	maxBuffered   int64
+	budget        Budget // nil: no budget
 }
 
 // Option configures a [Transport]; each sets the field of the same name.
@@ -158,8 +167,16 @@ func WithRateLimitReset(f ResetFormat) Option { return func(t *Transport) { t.Ra
 // WithAttemptHeader sets [Transport.AttemptHeader].
 func WithAttemptHeader(name string) Option { return func(t *Transport) { t.AttemptHeader = name } }
 
-// WithBudget sets [Transport.Budget].
-func WithBudget(b Budget) Option { return func(t *Transport) { t.Budget = b } }
+// WithBudget sets [Transport.Budget]; WithBudget(nil) sets [NoBudget],
+// which turns the budget off.
+func WithBudget(b Budget) Option {
+	return func(t *Transport) {
+		if b == nil {
+			b = NoBudget
+		}
+		t.Budget = b
+	}
+}
 
 // WithPacer sets [Transport.Pacer].
 func WithPacer(p *Pacer) Option { return func(t *Transport) { t.Pacer = p } }
@@ -223,6 +240,14 @@ func (t *Transport) setup() {
 	if c.maxBuffered == 0 {
 		c.maxBuffered = DefaultMaxBufferedBody
 	}
+	switch t.Budget.(type) {
+	case nil:
+		c.budget = new(TokenBucket)
+	case noBudget:
+		// No budget: the loop skips it.
+	default:
+		c.budget = t.Budget
+	}
 	t.cfg = c
 	t.cfgErr = t.check()
 }
@@ -251,6 +276,11 @@ func (t *Transport) check() error {
 	if v, ok := t.Backoff.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
 			return fmt.Errorf("retry: invalid Backoff: %w", err)
+		}
+	}
+	if v, ok := t.Budget.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("retry: invalid Budget: %w", err)
 		}
 	}
 	return nil
@@ -318,7 +348,9 @@ type roundTrip struct {
 	safe bool
 	body *replayBody // nil unless the body is buffered for replay
 
-	prev time.Duration // the wait slept before the current attempt
+	prev    time.Duration // the wait slept before the current attempt
+	paced   uint64        // the pacer's rate generation the attempt was sent at
+	retried Class         // the outcome the current attempt retries; Undecided for the first
 }
 
 func (r *roundTrip) run() (*http.Response, error) {
@@ -329,15 +361,15 @@ func (r *roundTrip) run() (*http.Response, error) {
 		defer r.body.finish()
 	}
 	ctx := req.Context()
-	if r.t.Pacer != nil {
-		if err := r.paceFirst(ctx); err != nil {
-			if r.body == nil {
-				closeRequestBody(req) // nothing was sent: RoundTrip still owns it
-			}
-			return nil, err
-		}
-	}
 	for attempt := 1; ; attempt++ {
+		if r.t.Pacer != nil {
+			if err := r.pace(ctx, attempt); err != nil {
+				if attempt == 1 && r.body == nil {
+					closeRequestBody(req) // nothing was sent: RoundTrip still owns it
+				}
+				return nil, err
+			}
+		}
 		areq, wrote, cancel, err := r.attemptRequest(ctx, attempt)
 		if err != nil {
 			// GetBody failed: nothing was sent for this attempt.
@@ -353,11 +385,11 @@ func (r *roundTrip) run() (*http.Response, error) {
 		}
 		class := r.classify(o)
 		if p := r.t.Pacer; p != nil {
-			p.observe(req, class, o.Response, r.now(), r.t.RateLimitReset)
+			p.observe(req, class, o.Response, r.paced, r.now(), r.t.RateLimitReset)
 		}
 		if class == Success {
-			if r.t.Budget != nil {
-				r.t.Budget.Success()
+			if b := r.c.budget; b != nil {
+				b.Success(r.retried)
 			}
 			return keepAlive(o.Response, cancel), nil
 		}
@@ -386,13 +418,24 @@ func (r *roundTrip) run() (*http.Response, error) {
 }
 
 // classify asks the Transport's classifier, then the default one.
+// A classifier's answer that cannot be acted on safely is taken as
+// Permanent: a success without a response (RoundTrip must return one or
+// an error), or a class this package does not know.
 func (r *roundTrip) classify(o Outcome) Class {
+	class := Undecided
 	if cl := r.c.classifier; cl != nil {
-		if class := cl(o); class != Undecided {
-			return class
-		}
+		class = cl(o)
 	}
-	return DefaultClassifier(o)
+	if class == Undecided {
+		class = DefaultClassifier(o)
+	}
+	switch {
+	case class > Unsent:
+		return Permanent
+	case class == Success && o.Response == nil:
+		return Permanent
+	}
+	return class
 }
 
 // next decides whether a failed attempt is retried, and after what wait.
@@ -424,41 +467,34 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 			}
 		}
 	}
-	var paced *reservation
-	if p := r.t.Pacer; p != nil {
-		// The pacer's token is taken for when the backoff ends: the
-		// retry waits for whichever comes later.
-		var extra time.Duration
-		extra, paced = p.reserve(r.req, now.Add(delay))
-		delay += extra
-	}
 	if dl, ok := ctx.Deadline(); ok && delay > dl.Sub(now) {
-		paced.cancel()
 		return 0, false, StopDeadline
 	}
-	if b := r.t.Budget; b != nil && !b.AllowRetry(class) {
-		paced.cancel()
+	if b := r.c.budget; b != nil && !b.AllowRetry(class) {
 		return 0, false, StopBudget
 	}
+	r.retried = class
 	return delay, fromServer, StopNone
 }
 
-// paceFirst waits for the pacer before the first attempt. A wait that
-// would end past the context's deadline is not begun.
-func (r *roundTrip) paceFirst(ctx context.Context) error {
+// pace waits for the pacer's token before an attempt, after its backoff.
+// A wait that would end past the context's deadline is not begun, and the
+// error returned says so; so does a wait the context ends.
+func (r *roundTrip) pace(ctx context.Context, attempt int) error {
 	now := r.now()
 	d, paced := r.t.Pacer.reserve(r.req, now)
+	r.paced = paced.generation()
 	if d <= 0 {
 		return nil
 	}
 	if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
 		paced.cancel()
 		err := fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
-		return r.giveUp(0, Undecided, nil, err, StopDeadline)
+		return r.giveUp(attempt-1, Undecided, nil, err, StopDeadline)
 	}
 	if err := r.wait(ctx, d); err != nil {
 		paced.cancel()
-		return r.giveUp(0, Undecided, nil, err, StopCanceled)
+		return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
 	}
 	return nil
 }
@@ -482,6 +518,13 @@ func (r *roundTrip) attemptRequest(ctx context.Context, attempt int) (*http.Requ
 		ctx = httptrace.WithClientTrace(ctx, wt.clientTrace())
 	}
 	areq := req.WithContext(ctx)
+	if !r.safe {
+		// net/http's HTTP/2 code replays a request it can rewind after a
+		// PROTOCOL_ERROR reset, which the server may have processed.
+		// Without GetBody, an unsafe request is sent by this package's
+		// rules alone: again only when nothing of it was written.
+		areq.GetBody = nil
+	}
 	if t.AttemptHeader != "" {
 		areq.Header = req.Header.Clone()
 		if areq.Header == nil {
@@ -496,7 +539,10 @@ func (r *roundTrip) attemptRequest(ctx context.Context, attempt int) (*http.Requ
 			release(cancel)
 			return nil, nil, nil, err
 		}
-		areq.Body, areq.GetBody = body, r.body.getBody
+		areq.Body, areq.GetBody = body, nil
+		if r.safe {
+			areq.GetBody = r.body.getBody
+		}
 	case attempt > 1 && req.GetBody != nil && req.Body != nil && req.Body != http.NoBody:
 		body, err := req.GetBody()
 		if err != nil {

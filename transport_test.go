@@ -701,7 +701,7 @@ func TestAttemptTimeout(t *testing.T) {
 type fakeBudget struct{ allow bool }
 
 func (b *fakeBudget) AllowRetry(Class) bool { return b.allow }
-func (b *fakeBudget) Success()              {}
+func (b *fakeBudget) Success(Class)         {}
 
 func TestBudgetRefusal(t *testing.T) {
 	s := newScript(t, status(503))

@@ -23,9 +23,13 @@
 // Successful responses are never read: S3's rare 200 OK carrying an error
 // document (CopyObject, CompleteMultipartUpload) is not detected.
 //
-// A replay sends the same signed request again, which AWS accepts while
-// the signature is valid (SigV4: 15 minutes). The Transport's default
-// MaxRetryAfter and backoff cap stay well inside that.
+// A replay sends the same signed request again. AWS accepts a SigV4
+// request within about five minutes of its X-Amz-Date, and refuses it after
+// with 403 SignatureDoesNotMatch or RequestExpired, which this classifier
+// leaves to [retry.DefaultClassifier] (permanent). The Transport's default
+// MaxRetryAfter is five minutes, so for AWS set it lower and give each call
+// a context deadline well inside the signature's lifetime
+// (examples/route53 uses 20 seconds and one minute).
 package awsretry
 
 import (

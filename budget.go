@@ -1,0 +1,167 @@
+package retry
+
+import (
+	"fmt"
+	"sync/atomic"
+)
+
+// Defaults of a [TokenBucket] whose fields are zero. They are the AWS SDK's
+// retry quota (500 tokens, a retry costs 5, a timeout 10, a success returns
+// 1 and a retry that succeeds gets its cost back), with the timeout's price
+// charged to every [Transient] outcome.
+const (
+	DefaultBudgetCapacity = 500
+	DefaultThrottledCost  = 5
+	DefaultUnsentCost     = 5
+	DefaultTransientCost  = 10
+	DefaultBudgetRefill   = 1
+)
+
+// NoBudget is a [Budget] that allows every retry. A [Transport] whose Budget
+// is NoBudget retries without a budget; [WithBudget](nil) sets it.
+var NoBudget Budget = noBudget{}
+
+type noBudget struct{}
+
+func (noBudget) AllowRetry(Class) bool { return true }
+func (noBudget) Success(Class)         {}
+
+// TokenBucket is a retry budget: a bucket of tokens that retries spend and
+// successes refill, in the spirit of the AWS SDK's retry quota and gRPC's
+// retry throttling. It starts full. A retry is allowed while the bucket
+// holds at least its cost, which is then taken. A success puts Refill
+// tokens back and, when it was a retry, that retry's cost too: only the
+// retries that fail are paid for. The bucket never holds more than
+// Capacity. When retries fail everywhere it empties, and failures are
+// returned at once instead of retried, so that clients stop multiplying
+// the load on a server that is already down; as successes return, so do
+// retries.
+//
+// The defaults never bite a healthy client. A request that succeeds on its
+// first or second attempt costs nothing (it adds a token), so the bucket
+// only drains when retries themselves fail: by 5 tokens for each throttled
+// or unsent retry that fails, 10 for a transient one, against 1 for each
+// success. A full bucket pays for 100 failed throttled retries (50
+// transient ones) with no success between them, and it stays full as long
+// as at most one retry fails for every 5 successes (every 10, transient).
+// What it stops is a client whose retries keep failing: a server that is
+// down, or one refusing far more than it serves. A client that means to
+// run against a rate limit for long, retrying throttled requests until
+// they pass (a batch job, say), wants a larger Capacity, or no budget.
+//
+// The zero value is usable and holds the defaults; every zero field means
+// the default stated on it. Fields must not be changed after first use. A
+// TokenBucket may be shared by several Transports (pass it to each with
+// [WithBudget]) and is safe for concurrent use by multiple goroutines: it is
+// one atomic counter, never locks, and never blocks. A success on a full
+// bucket, the healthy case, is a single atomic load.
+type TokenBucket struct {
+	// Capacity is the number of tokens in a full bucket. Zero means
+	// DefaultBudgetCapacity (500).
+	Capacity int
+
+	// ThrottledCost is the price of a retry after a [Throttled] outcome.
+	// Zero means DefaultThrottledCost (5).
+	ThrottledCost int
+
+	// UnsentCost is the price of a retry after an [Unsent] outcome: the
+	// server did no work, as for a throttled one. Zero means
+	// DefaultUnsentCost (5).
+	UnsentCost int
+
+	// TransientCost is the price of a retry after a [Transient] outcome
+	// (or any class the Transport retries that is not one of the others).
+	// The server may have done the work, so a retry may double it: it
+	// costs twice as much by default, as a timeout does in the AWS SDK.
+	// Zero means DefaultTransientCost (10).
+	TransientCost int
+
+	// Refill is the number of tokens a success puts back. Zero means
+	// DefaultBudgetRefill (1).
+	Refill int
+
+	// spent is the number of tokens missing from a full bucket, so that
+	// the zero value is a full bucket.
+	spent atomic.Int64
+}
+
+// AllowRetry reports whether the bucket holds the cost of a retry after an
+// outcome of class c, and takes it if so.
+func (b *TokenBucket) AllowRetry(c Class) bool {
+	cost, capacity := b.cost(c), b.capacity()
+	for {
+		s := b.spent.Load()
+		if s+cost > capacity {
+			return false
+		}
+		if b.spent.CompareAndSwap(s, s+cost) {
+			return true
+		}
+	}
+}
+
+// Success puts Refill tokens back in the bucket, and the cost of a retry
+// after an outcome of class retried unless retried is Undecided, up to the
+// bucket's capacity.
+func (b *TokenBucket) Success(retried Class) {
+	s := b.spent.Load()
+	if s == 0 {
+		return // full: the healthy case writes nothing
+	}
+	refill := b.refill()
+	if retried != Undecided {
+		refill += b.cost(retried)
+	}
+	for !b.spent.CompareAndSwap(s, max(s-refill, 0)) {
+		if s = b.spent.Load(); s == 0 {
+			return
+		}
+	}
+}
+
+// Tokens returns the number of tokens in the bucket now.
+func (b *TokenBucket) Tokens() int {
+	return int(b.capacity() - b.spent.Load())
+}
+
+// Validate reports an error if a field is negative. A [Transport] whose
+// Budget is invalid returns the error from RoundTrip without sending
+// anything.
+func (b *TokenBucket) Validate() error {
+	for _, f := range [...]struct {
+		name string
+		v    int
+	}{
+		{"Capacity", b.Capacity},
+		{"ThrottledCost", b.ThrottledCost},
+		{"UnsentCost", b.UnsentCost},
+		{"TransientCost", b.TransientCost},
+		{"Refill", b.Refill},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("retry: TokenBucket.%s %d is negative", f.name, f.v)
+		}
+	}
+	return nil
+}
+
+// orDefault returns v, or def when v is not positive.
+func orDefault(v, def int) int64 {
+	if v <= 0 {
+		return int64(def)
+	}
+	return int64(v)
+}
+
+func (b *TokenBucket) capacity() int64 { return orDefault(b.Capacity, DefaultBudgetCapacity) }
+func (b *TokenBucket) refill() int64   { return orDefault(b.Refill, DefaultBudgetRefill) }
+
+func (b *TokenBucket) cost(c Class) int64 {
+	switch c {
+	case Throttled:
+		return orDefault(b.ThrottledCost, DefaultThrottledCost)
+	case Unsent:
+		return orDefault(b.UnsentCost, DefaultUnsentCost)
+	}
+	return orDefault(b.TransientCost, DefaultTransientCost)
+}

@@ -1,0 +1,412 @@
+// Route53 runs the AWS SDK for Go v2's Route 53 client through
+// retry.Transport against a fake Route 53 on loopback that, like the real
+// one, allows five requests a second per account and answers the rest with
+// HTTP 400 Throttling.
+//
+// The SDK's own retries are off (aws.NopRetryer): the SDK serializes and
+// signs each call once, and the Transport, which sits below the signer in
+// the SDK's HTTP client, replays the signed request. Ten goroutines make 50
+// calls (ChangeResourceRecordSets, GetChange, ListHostedZones); the program
+// prints every call with its attempts and waits, then a summary, and exits
+// with status 1 if a call failed. First it sends one invalid change, which
+// fails at once with the SDK's typed error, *types.InvalidInput.
+//
+//	cd examples/route53
+//	go run .            # the settings of client.go: every call succeeds
+//	go run . -defaults  # retry's defaults instead: calls run out of attempts
+//
+// It needs no network beyond 127.0.0.1 and no AWS account, and takes 11 to
+// 13 seconds: at 5 requests a second, 50 calls need 9.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/route53"
+	"github.com/aws/aws-sdk-go-v2/service/route53/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/awsretry"
+)
+
+// The fake's account: static credentials, as in a test or a CI job.
+const (
+	accessKey = "AKIAIOSFODNN7EXAMPLE"
+	secretKey = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+)
+
+const (
+	workers        = 10
+	callsPerWorker = 5
+	ratePerSecond  = 5 // Route 53's limit per account
+)
+
+func main() {
+	defaults := flag.Bool("defaults", false, "use retry's default attempts and backoff instead of the Route 53 settings")
+	flag.Parse()
+	res, err := run(context.Background(), os.Stdout, *defaults)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "route53:", err)
+		os.Exit(1)
+	}
+	if res.failed() > 0 {
+		os.Exit(1)
+	}
+}
+
+// result is what run did, for the tests.
+type result struct {
+	invalid *call   // the invalid change sent first
+	calls   []*call // the 50 calls, in the order they started
+	log     []served
+	elapsed time.Duration // of the 50 calls
+
+	budget    *retry.TokenBucket
+	lowTokens atomic.Int64 // the fewest tokens the budget held before a retry
+}
+
+// failed counts the calls that failed, made or not.
+func (r *result) failed() int {
+	n := 0
+	for _, c := range r.calls {
+		if c.err != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// notMade counts the calls that could not be made.
+func (r *result) notMade() int {
+	n := 0
+	for _, c := range r.calls {
+		if errors.Is(c.err, errNotMade) {
+			n++
+		}
+	}
+	return n
+}
+
+// call is one SDK call and what the Transport's classifier and hooks saw
+// of it. They run on the goroutine making the call, which alone writes it
+// until the call returns.
+type call struct {
+	n      int
+	worker int
+	op     string
+	target string
+
+	invocation string         // amz-sdk-invocation-id, the SDK's ID of the call
+	codes      map[int]string // attempt -> AWS error code of its response
+	retries    []retryNote
+	gaveUp     *retry.Event
+
+	end    time.Duration // when the call returned, since the start of the run
+	detail string        // what the call returned
+	err    error
+}
+
+// retryNote is one failed attempt that was retried.
+type retryNote struct {
+	attempt int
+	why     string // error code, status or error
+	delay   time.Duration
+}
+
+// errNotMade is the error of a call that was not made: a look at a change
+// that failed.
+var errNotMade = errors.New("not made: its change failed")
+
+// attempts is how many attempts the call made.
+func (c *call) attempts() int {
+	if errors.Is(c.err, errNotMade) {
+		return 0
+	}
+	if c.gaveUp != nil {
+		return c.gaveUp.Attempt
+	}
+	return len(c.retries) + 1
+}
+
+type callKey struct{}
+
+// callOf returns the call a request belongs to: the SDK passes the
+// context of the call down to the request it sends.
+func callOf(r *http.Request) *call {
+	if r == nil {
+		return nil
+	}
+	c, _ := r.Context().Value(callKey{}).(*call)
+	return c
+}
+
+// noteCode is a retry.Classifier that records the AWS error code of each
+// attempt for the report, and leaves the decision to the next classifier.
+func noteCode(o retry.Outcome) retry.Class {
+	if c := callOf(o.Request); c != nil {
+		c.invocation = o.Request.Header.Get("Amz-Sdk-Invocation-Id")
+		if code, ok := awsretry.ErrorCode(o.Response); ok {
+			c.codes[o.Attempt] = code
+		}
+	}
+	return retry.Undecided
+}
+
+func (c *call) why(e retry.Event) string {
+	if code := c.codes[e.Attempt]; code != "" {
+		return code
+	}
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return http.StatusText(e.StatusCode)
+}
+
+// hooks are the Transport options that fill in each call's record and,
+// if budget is not nil, keep the lowest level it reached in low.
+func hooks(budget *retry.TokenBucket, low *atomic.Int64) []retry.Option {
+	if budget != nil {
+		low.Store(int64(budget.Tokens()))
+	}
+	return []retry.Option{
+		retry.WithClassifier(retry.Chain(noteCode, awsretry.Classify)),
+		retry.WithOnRetry(func(e retry.Event) {
+			if c := callOf(e.Request); c != nil {
+				c.retries = append(c.retries, retryNote{attempt: e.Attempt, why: c.why(e), delay: e.Delay})
+				if budget == nil {
+					return
+				}
+				if n := int64(budget.Tokens()); n < low.Load() {
+					low.Store(n) // hooks of several calls may race: the sample is approximate
+				}
+			}
+		}),
+		retry.WithOnGiveUp(func(e retry.Event) {
+			if c := callOf(e.Request); c != nil {
+				c.gaveUp = &e
+			}
+		}),
+	}
+}
+
+// run starts the fake Route 53, sends the invalid change and then the 50
+// calls through the SDK, and prints what happened to out.
+func run(ctx context.Context, out io.Writer, defaults bool) (*result, error) {
+	fake := &fakeRoute53{
+		Limit:    ratePerSecond,
+		Window:   time.Second,
+		Pending:  500 * time.Millisecond,
+		Accounts: map[string]string{accessKey: secretKey},
+		Zones:    []zone{{"Z1EXAMPLE", "example.com."}, {"Z2EXAMPLE", "example.net."}, {"Z3EXAMPLE", "example.org."}},
+	}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+
+	var rt *retry.Transport
+	res := &result{}
+	if defaults {
+		res.budget = &retry.TokenBucket{} // the default budget, made explicit to watch it
+		rt = retry.New(nil, append(hooks(res.budget, &res.lowTokens),
+			retry.WithBudget(res.budget), retry.WithAttemptHeader("X-Retry-Attempt"))...)
+		fmt.Fprintln(out, "Settings: retry's defaults (4 attempts, Exponential{Base: 100ms, Cap: 20s, Jitter: FullJitter})")
+	} else {
+		res.budget = newBudget()
+		rt = newTransport(res.budget, hooks(res.budget, &res.lowTokens)...)
+		fmt.Fprintf(out, "Settings: %d attempts, Exponential{Base: %v, Cap: %v, Jitter: EqualJitter}, MaxRetryAfter %v,\n"+
+			"          %v per call, a budget charging %d token per failed throttled retry\n",
+			maxAttempts, route53Backoff.Base, route53Backoff.Cap, maxRetryAfter, callTimeout, res.budget.ThrottledCost)
+	}
+	defer rt.CloseIdleConnections()
+	client := newClient(srv.URL, accessKey, secretKey, rt)
+	p := &printer{out: out, start: time.Now()}
+
+	fmt.Fprintf(out, "Fake Route 53 at %s: %d requests/s per account, changes PENDING for %v\n\n",
+		srv.URL, fake.Limit, fake.Pending)
+	fmt.Fprintln(out, "An invalid change (TTL -1) fails at once, without a retry:")
+	res.invalid = p.do(ctx, &call{worker: -1, op: "ChangeResourceRecordSets", target: "Z1EXAMPLE TTL -1"},
+		func(ctx context.Context) (string, error) {
+			return changeRecord(ctx, client, "Z1EXAMPLE", "bad.example.com.", -1)
+		})
+
+	fmt.Fprintf(out, "\n%d goroutines make %d calls. Each line: when the call ended, its number and goroutine,\n"+
+		"what it did, what it returned, and each failed attempt with the wait before the next.\n",
+		workers, workers*callsPerWorker)
+	start := time.Now()
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		seq atomic.Int32
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for _, c := range worker(ctx, client, p, w, &seq) {
+				mu.Lock()
+				res.calls = append(res.calls, c)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.log = fake.Log()
+	summarize(out, res)
+	return res, nil
+}
+
+// worker makes the calls of worker w: a change to one zone and a look at
+// it, the list of zones, a change to the next zone and a look at it.
+func worker(ctx context.Context, client *route53.Client, p *printer, w int, seq *atomic.Int32) []*call {
+	zones := []string{"Z1EXAMPLE", "Z2EXAMPLE", "Z3EXAMPLE"}
+	var calls []*call
+	next := func(op, target string, fn func(context.Context) (string, error)) string {
+		c := p.do(ctx, &call{n: int(seq.Add(1)), worker: w, op: op, target: target}, fn)
+		calls = append(calls, c)
+		if c.err != nil {
+			return ""
+		}
+		return c.detail
+	}
+	look := func(change string) {
+		id, _, _ := strings.Cut(change, " ")
+		next("GetChange", id, func(ctx context.Context) (string, error) {
+			if id == "" {
+				return "", errNotMade
+			}
+			return getChange(ctx, client, id)
+		})
+	}
+	for i, zone := range []string{zones[w%3], zones[(w+1)%3]} {
+		name := fmt.Sprintf("w%d.example.com.", w)
+		look(next("ChangeResourceRecordSets", zone+" UPSERT "+name, func(ctx context.Context) (string, error) {
+			return changeRecord(ctx, client, zone, name, 60)
+		}))
+		if i == 0 {
+			next("ListHostedZones", "", func(ctx context.Context) (string, error) {
+				return listZones(ctx, client)
+			})
+		}
+	}
+	return calls
+}
+
+func changeRecord(ctx context.Context, client *route53.Client, zone, name string, ttl int64) (string, error) {
+	out, err := client.ChangeResourceRecordSets(ctx, &route53.ChangeResourceRecordSetsInput{
+		HostedZoneId: aws.String(zone),
+		ChangeBatch: &types.ChangeBatch{Changes: []types.Change{{
+			Action: types.ChangeActionUpsert,
+			ResourceRecordSet: &types.ResourceRecordSet{
+				Name:            aws.String(name),
+				Type:            types.RRTypeA,
+				TTL:             aws.Int64(ttl),
+				ResourceRecords: []types.ResourceRecord{{Value: aws.String("192.0.2.1")}},
+			},
+		}}},
+	})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(aws.ToString(out.ChangeInfo.Id), "/change/") + " " + string(out.ChangeInfo.Status), nil
+}
+
+func getChange(ctx context.Context, client *route53.Client, id string) (string, error) {
+	out, err := client.GetChange(ctx, &route53.GetChangeInput{Id: aws.String(id)})
+	if err != nil {
+		return "", err
+	}
+	return string(out.ChangeInfo.Status), nil
+}
+
+func listZones(ctx context.Context, client *route53.Client) (string, error) {
+	out, err := client.ListHostedZones(ctx, &route53.ListHostedZonesInput{})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%d zones", len(out.HostedZones)), nil
+}
+
+// printer prints each call as it ends.
+type printer struct {
+	mu    sync.Mutex
+	out   io.Writer
+	start time.Time
+}
+
+// do makes the call c with fn, under a deadline of callTimeout, records
+// it and prints it.
+func (p *printer) do(ctx context.Context, c *call, fn func(context.Context) (string, error)) *call {
+	c.codes = make(map[int]string)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, callKey{}, c), callTimeout)
+	defer cancel()
+	c.detail, c.err = fn(ctx)
+	c.end = time.Since(p.start)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintln(p.out, describe(c))
+	return c
+}
+
+// describe is a call's line: when it ended, what it was, how it ended,
+// and each failed attempt with the wait that followed it.
+func describe(c *call) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%6.2fs ", c.end.Seconds())
+	if c.worker >= 0 {
+		fmt.Fprintf(&b, "#%02d w%d ", c.n, c.worker)
+	}
+	fmt.Fprintf(&b, "%-24s %-34s ", c.op, c.target)
+	switch {
+	case errors.Is(c.err, errNotMade):
+		b.WriteString(c.err.Error())
+		return b.String()
+	case c.err != nil:
+		b.WriteString("FAILED")
+	default:
+		fmt.Fprintf(&b, "ok %-13s", c.detail)
+	}
+	fmt.Fprintf(&b, " %d attempt%s", c.attempts(), plural(c.attempts()))
+	for i, r := range c.retries {
+		sep := "; "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(&b, "%s%s, wait %.2fs", sep, r.why, r.delay.Seconds())
+	}
+	if c.err != nil {
+		fmt.Fprintf(&b, " => %s", errorSummary(c.err))
+	}
+	return b.String()
+}
+
+// errorSummary names the SDK's error by its Go type, AWS code and message.
+func errorSummary(err error) string {
+	var invalid *types.InvalidInput
+	if errors.As(err, &invalid) {
+		return fmt.Sprintf("%T %s: %s", invalid, invalid.ErrorCode(), invalid.ErrorMessage())
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		return fmt.Sprintf("%T %s: %s", apiErr, apiErr.ErrorCode(), apiErr.ErrorMessage())
+	}
+	return err.Error()
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

@@ -1,0 +1,393 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backoff-jitter/retry"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// h2Fault is what the raw HTTP/2 server does to the first request of a
+// connection it was told to break. Later requests, and every request on
+// the other connections, are answered 200.
+type h2Fault int
+
+const (
+	h2OK h2Fault = iota
+	// goAwayUnprocessed answers the request's HEADERS with GOAWAY
+	// (last stream 0, NO_ERROR) and closes: the request was not processed,
+	// as RFC 9113 §6.8 lets a client conclude.
+	goAwayUnprocessed
+	// goAwayProcessed executes the request, then sends GOAWAY naming its
+	// stream as processed (NO_ERROR) and closes without answering.
+	goAwayProcessed
+	// goAwayMidBody executes the request, sends the response headers and
+	// half of its body, then GOAWAY (INTERNAL_ERROR) and closes.
+	goAwayMidBody
+	// resetProtocolError executes the request and resets its stream with
+	// PROTOCOL_ERROR; the connection stays up.
+	resetProtocolError
+)
+
+// h2Server is an HTTP/2 server over cleartext TCP (prior knowledge, RFC
+// 9113 §3.3) built from golang.org/x/net/http2's Framer, so that it can
+// send frames net/http's server never would. It executes requests as the
+// recorder does: it counts an execution of a request id only when the
+// whole body arrived, and checks the body's hash.
+type h2Server struct {
+	ln    net.Listener
+	fault func(conn int) h2Fault
+
+	mu        sync.Mutex
+	execs     map[string]int
+	corrupted []string
+	conns     []net.Conn
+	wg        sync.WaitGroup
+}
+
+func newH2Server(t *testing.T, fault func(conn int) h2Fault) *h2Server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &h2Server{ln: ln, fault: fault, execs: make(map[string]int)}
+	s.wg.Go(s.accept)
+	return s
+}
+
+func (s *h2Server) url() string { return "http://" + s.ln.Addr().String() }
+
+func (s *h2Server) accept() {
+	for n := 1; ; n++ {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns = append(s.conns, c)
+		s.mu.Unlock()
+		s.wg.Go(func() { s.serve(c, s.fault(n)) })
+	}
+}
+
+// close stops the server and waits for its goroutines.
+func (s *h2Server) close() {
+	s.ln.Close()
+	s.mu.Lock()
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *h2Server) executions(id string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.execs[id]
+}
+
+// h2Request is a request being received on one stream.
+type h2Request struct {
+	id, sum string
+	body    bytes.Buffer
+}
+
+func (s *h2Server) serve(c net.Conn, fault h2Fault) {
+	defer c.Close()
+	preface := make([]byte, len(http2.ClientPreface))
+	if _, err := io.ReadFull(c, preface); err != nil || string(preface) != http2.ClientPreface {
+		return
+	}
+	fr := http2.NewFramer(c, c)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if fr.WriteSettings() != nil {
+		return
+	}
+	streams := make(map[uint32]*h2Request)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		var done uint32 // the stream whose request is complete
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() && fr.WriteSettingsAck() != nil {
+				return
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() && fr.WritePing(true, f.Data) != nil {
+				return
+			}
+		case *http2.MetaHeadersFrame:
+			id := f.StreamID
+			if fault == goAwayUnprocessed {
+				fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+				return
+			}
+			streams[id] = &h2Request{id: f.PseudoValue("path"), sum: headerValue(f, headerSum)}
+			if f.StreamEnded() {
+				done = id
+			}
+		case *http2.DataFrame:
+			r := streams[f.StreamID]
+			if r == nil {
+				continue
+			}
+			r.body.Write(f.Data())
+			if n := len(f.Data()); n > 0 {
+				// Give the flow-control credit back at once.
+				fr.WriteWindowUpdate(0, uint32(n))
+				fr.WriteWindowUpdate(f.StreamID, uint32(n))
+			}
+			if f.StreamEnded() {
+				done = f.StreamID
+			}
+		}
+		if done == 0 {
+			continue
+		}
+		r := streams[done]
+		delete(streams, done)
+		s.execute(r)
+		switch fault {
+		case goAwayProcessed:
+			fr.WriteGoAway(done, http2.ErrCodeNo, nil)
+			return
+		case goAwayMidBody:
+			writeH2Response(fr, done, responseBody[:len(responseBody)/2], false)
+			fr.WriteGoAway(done, http2.ErrCodeInternal, nil)
+			return
+		case resetProtocolError:
+			fr.WriteRSTStream(done, http2.ErrCodeProtocol)
+			fault = h2OK // once per connection
+			continue
+		}
+		if writeH2Response(fr, done, responseBody, true) != nil {
+			return
+		}
+	}
+}
+
+func (s *h2Server) execute(r *h2Request) {
+	sum := sha256.Sum256(r.body.Bytes())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.execs[r.id]++
+	if hex.EncodeToString(sum[:]) != r.sum {
+		s.corrupted = append(s.corrupted, r.id)
+	}
+}
+
+func headerValue(f *http2.MetaHeadersFrame, name string) string {
+	for _, hf := range f.RegularFields() {
+		if http.CanonicalHeaderKey(hf.Name) == name {
+			return hf.Value
+		}
+	}
+	return ""
+}
+
+// writeH2Response sends a 200 with a Content-Length of the whole response
+// body, and body, which may be only part of it.
+func writeH2Response(fr *http2.Framer, stream uint32, body []byte, end bool) error {
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
+	enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(responseBody))})
+	err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: block.Bytes(), EndHeaders: true})
+	if err != nil {
+		return err
+	}
+	return fr.WriteData(stream, end, body)
+}
+
+// h2Transport returns a net/http Transport that speaks HTTP/2 over
+// cleartext TCP only.
+func h2Transport() *http.Transport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{Protocols: &p}
+}
+
+// h2Do sends one request of kind k (its id in the path) through rt and
+// returns its id, the response body read and the errors of RoundTrip and
+// of reading the body.
+func h2Do(ctx context.Context, t *testing.T, rt http.RoundTripper, url string, k kind) (id string, body []byte, rtErr, readErr error) {
+	t.Helper()
+	id = "/" + k.name + "-" + strconv.FormatInt(idSeq.Add(1), 10)
+	payload := bytes.Repeat([]byte{byte(len(id))}, k.body)
+	sum := sha256.Sum256(payload)
+	var r io.Reader
+	if k.body > 0 {
+		r = bytes.NewReader(payload)
+		if k.opaque {
+			r = &opaqueReader{r}
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, k.method, url+id, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(headerSum, hex.EncodeToString(sum[:]))
+	if k.key {
+		req.Header.Set("Idempotency-Key", id)
+	}
+	resp, rtErr := rt.RoundTrip(req)
+	if rtErr != nil {
+		return id, nil, rtErr, nil
+	}
+	defer resp.Body.Close()
+	body, readErr = io.ReadAll(resp.Body)
+	return id, body, nil, readErr
+}
+
+// TestHTTP2GoAway breaks the first connection of an HTTP/2 server in each
+// way a GOAWAY can, for each kind of request, and checks what the
+// Transport makes of it. The server's other connections are healthy.
+//
+// Bound: each case makes at most 4 attempts 1ms apart against a loopback
+// server that answers at once; nothing waits on a timer.
+func TestHTTP2GoAway(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault h2Fault
+		// unsafeExecs is how often the server executes an unsafe request
+		// (POST without a key); unsafeOK whether the caller gets a 200.
+		unsafeExecs int
+		unsafeOK    bool
+		// safeExecs is how often it executes a safe one, which succeeds.
+		safeExecs int
+		// readFails: the response is returned, and reading its body fails.
+		readFails bool
+	}{
+		// The stream was never processed. net/http replays it only with
+		// GetBody, which an unsafe request's attempts do not carry: the
+		// error net/http then returns is untyped and cannot be told from
+		// a PROTOCOL_ERROR reset, which the server may have processed,
+		// so an unsafe request fails as unsafe to replay, unexecuted.
+		{name: "GOAWAY before processing", fault: goAwayUnprocessed, unsafeExecs: 0, safeExecs: 1},
+		// The stream was processed and the connection closed with no
+		// response: an unsafe request fails as unsafe to replay, a safe
+		// one is replayed on a new connection.
+		{name: "GOAWAY after processing", fault: goAwayProcessed, unsafeExecs: 1, safeExecs: 2},
+		// The response was already returned when the GOAWAY came: the
+		// Transport's work was done; the caller's read fails.
+		{name: "GOAWAY mid-body", fault: goAwayMidBody, unsafeExecs: 1, unsafeOK: true, safeExecs: 1, readFails: true},
+	}
+	h2Kinds := []kind{
+		{name: "GET", method: http.MethodGet},
+		{name: "PUT-buffered", method: http.MethodPut, body: 4 << 10, opaque: true},
+		{name: "POST-key", method: http.MethodPost, key: true, body: 4 << 10, opaque: true},
+		{name: "POST", method: http.MethodPost, body: 4 << 10, opaque: true},
+		{name: "POST-GetBody", method: http.MethodPost, body: 4 << 10},
+	}
+	for _, tt := range tests {
+		for _, k := range h2Kinds {
+			t.Run(tt.name+"/"+k.name, func(t *testing.T) {
+				fds := openFDs(t)
+				s := newH2Server(t, func(conn int) h2Fault {
+					if conn == 1 {
+						return tt.fault
+					}
+					return h2OK
+				})
+				var gaveUp retry.Event
+				base := h2Transport()
+				rt := retry.New(base, retry.WithBackoff(retry.Constant{Base: time.Millisecond}),
+					retry.WithOnGiveUp(func(e retry.Event) { gaveUp = e }))
+				id, body, rtErr, readErr := h2Do(context.Background(), t, rt, s.url(), k)
+				rt.CloseIdleConnections()
+				s.close()
+
+				n := s.executions(id)
+				if len(s.corrupted) > 0 {
+					t.Errorf("corrupted bodies executed: %v", s.corrupted)
+				}
+				wantExecs, wantOK := tt.safeExecs, true
+				if !k.safe() {
+					wantExecs, wantOK = tt.unsafeExecs, tt.unsafeOK
+				}
+				if n != wantExecs {
+					t.Errorf("%s executed %d times; want %d (RoundTrip error: %v)", id, n, wantExecs, rtErr)
+				}
+				switch {
+				case wantOK && rtErr != nil:
+					t.Errorf("RoundTrip error: %v; want a response", rtErr)
+				case !wantOK && rtErr == nil:
+					t.Errorf("RoundTrip succeeded; want an error")
+				case !wantOK:
+					var re *retry.Error
+					if !errors.As(rtErr, &re) || re.Reason != retry.StopUnsafe || re.Attempts != 1 {
+						t.Errorf("RoundTrip error: %v; want a *retry.Error after 1 attempt, unsafe to replay", rtErr)
+					}
+					if gaveUp.Class != retry.Transient {
+						t.Errorf("gave up on class %v; want transient", gaveUp.Class)
+					}
+				case tt.readFails && readErr == nil:
+					t.Errorf("reading the body succeeded (%d bytes); want an error", len(body))
+				case !tt.readFails && (readErr != nil || !bytes.Equal(body, responseBody)):
+					t.Errorf("reading the body: %d bytes, %v; want the whole body", len(body), readErr)
+				}
+				checkNoLeaks(t, fds)
+			})
+		}
+	}
+}
+
+// TestH2ProtocolErrorDoesNotReplayUnsafeRequest: a server executes a POST
+// (no Idempotency-Key) and then resets its stream with PROTOCOL_ERROR.
+// net/http's HTTP/2 transport replays any request after such a reset when
+// it can rewind the body (h2_bundle.go, http2canRetryError,
+// golang/go#47635), on a new connection. The attempts of an unsafe request
+// therefore carry no GetBody, so it is executed once, whether the server
+// resets the first connection or every connection (where net/http would
+// otherwise replay it for as long as the context lasts).
+func TestH2ProtocolErrorDoesNotReplayUnsafeRequest(t *testing.T) {
+	post := kind{name: "POST", method: http.MethodPost, body: 4 << 10, opaque: true}
+	for _, every := range []bool{false, true} {
+		for _, withRetry := range []bool{false, true} {
+			name := "first connection"
+			if every {
+				name = "every connection"
+			}
+			t.Run(name+"/retry="+strconv.FormatBool(withRetry), func(t *testing.T) {
+				fds := openFDs(t)
+				s := newH2Server(t, func(conn int) h2Fault {
+					if every || conn == 1 {
+						return resetProtocolError
+					}
+					return h2OK
+				})
+				base := h2Transport()
+				var rt http.RoundTripper = base
+				if withRetry {
+					rt = retry.New(base, retry.WithBackoff(retry.Constant{Base: time.Millisecond}))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+				defer cancel()
+				id, _, rtErr, _ := h2Do(ctx, t, rt, s.url(), post)
+				base.CloseIdleConnections()
+				s.close()
+				if n := s.executions(id); n != 1 {
+					t.Errorf("unsafe %s executed %d times; want 1 (RoundTrip error: %v)", id, n, rtErr)
+				}
+				checkNoLeaks(t, fds)
+			})
+		}
+	}
+}

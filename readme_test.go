@@ -1,0 +1,223 @@
+package retry_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/build"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// readmeImports are the packages a README block may use without importing
+// them, by the name it uses.
+var readmeImports = map[string]string{
+	"awsretry": "github.com/backoff-jitter/retry/awsretry",
+	"atomic":   "sync/atomic",
+	"bytes":    "bytes",
+	"context":  "context",
+	"errors":   "errors",
+	"fmt":      "fmt",
+	"http":     "net/http",
+	"httptest": "net/http/httptest",
+	"io":       "io",
+	"json":     "encoding/json",
+	"log":      "log",
+	"os":       "os",
+	"rand":     "crypto/rand",
+	"retry":    "github.com/backoff-jitter/retry",
+	"slog":     "log/slog",
+	"strings":  "strings",
+	"sync":     "sync",
+	"time":     "time",
+}
+
+// codeBlock is a fenced ```go block of a Markdown file.
+type codeBlock struct {
+	line int // of its first line of code
+	code string
+}
+
+// goBlocks returns the ```go blocks of the Markdown file name.
+func goBlocks(t *testing.T, name string) []codeBlock {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var (
+		blocks []codeBlock
+		cur    *codeBlock
+		lines  []string
+	)
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.TrimSpace(line) == "```go":
+			cur, lines = &codeBlock{line: n + 1}, nil
+		case cur != nil && strings.TrimSpace(line) == "```":
+			cur.code = strings.Join(lines, "\n") + "\n"
+			blocks = append(blocks, *cur)
+			cur = nil
+		case cur != nil:
+			lines = append(lines, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cur != nil {
+		t.Fatalf("%s:%d: a ```go block is not closed", name, cur.line-1)
+	}
+	return blocks
+}
+
+// exampleSources returns the text of the non-test Go files under examples/.
+func exampleSources(t *testing.T) map[string]string {
+	t.Helper()
+	srcs := map[string]string{}
+	err := filepath.WalkDir("examples", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		srcs[path] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srcs
+}
+
+// TestREADMECodeBlocks checks that every Go block of README.md compiles.
+// A block is either found verbatim in a program under examples/ (the
+// blocks that use the AWS SDK, which lives in the nested module
+// examples/route53 and not in this one), whose own build and tests check
+// it, or type-checked here with go/types against the source of the
+// packages it uses: a block that is not a whole file is put in a file of
+// its own, as declarations or else as the body of a function, with the
+// imports of the package names it uses (readmeImports). Variables a block
+// declares and does not use are allowed; every other error fails.
+func TestREADMECodeBlocks(t *testing.T) {
+	blocks := goBlocks(t, "README.md")
+	if len(blocks) < 5 {
+		t.Fatalf("README.md has %d Go blocks; the parser must have missed some", len(blocks))
+	}
+	examples := exampleSources(t)
+
+	fset, imp := sourceImporter()
+
+	for _, b := range blocks {
+		t.Run(fmt.Sprintf("README.md:%d", b.line), func(t *testing.T) {
+			for path, src := range examples {
+				if strings.Contains(src, b.code) {
+					t.Logf("found verbatim in %s", path)
+					return
+				}
+			}
+			src, err := wrapBlock(b)
+			if err != nil {
+				t.Fatalf("README.md:%d: %v", b.line, err)
+			}
+			if errs := typeCheck(fset, imp, src); len(errs) > 0 {
+				t.Errorf("README.md:%d: the block does not compile:\n%v", b.line, errors.Join(errs...))
+			}
+		})
+	}
+}
+
+// sourceImporter returns a file set and an importer that type-checks the
+// packages a block imports from their source, the standard library's
+// included, shared by the tests so that each package is checked once. It
+// turns cgo off in build.Default, so that no C toolchain is needed.
+var sourceImporter = sync.OnceValues(func() (*token.FileSet, types.Importer) {
+	build.Default.CgoEnabled = false
+	fset := token.NewFileSet()
+	return fset, importer.ForCompiler(fset, "source", nil)
+})
+
+// typeCheck parses and type-checks the file src and returns its errors,
+// but for variables declared and not used.
+func typeCheck(fset *token.FileSet, imp types.Importer, src string) []error {
+	f, err := parser.ParseFile(fset, "readme_block.go", src, parser.ParseComments)
+	if err != nil {
+		return []error{err}
+	}
+	var errs []error
+	conf := types.Config{Importer: imp, Error: func(err error) {
+		if te, ok := err.(types.Error); ok && te.Soft && strings.Contains(te.Msg, "declared and not used") {
+			return
+		}
+		errs = append(errs, err)
+	}}
+	conf.Check("readme", fset, []*ast.File{f}, nil)
+	return errs
+}
+
+// wrapBlock makes a Go file of b: as it is if it is one, else its
+// declarations or, failing that, a function whose body it is, with the
+// imports it needs. A //line comment keeps the positions of errors those
+// of the README.
+func wrapBlock(b codeBlock) (string, error) {
+	if strings.HasPrefix(b.code, "package ") {
+		return b.code, nil
+	}
+	fset := token.NewFileSet()
+	lineDirective := fmt.Sprintf("//line README.md:%d\n", b.line)
+	body := "package readme\n\n" + lineDirective + b.code
+	f, err := parser.ParseFile(fset, "", body, 0)
+	if err != nil {
+		body = "package readme\n\nfunc _() {\n" + lineDirective + b.code + "}\n"
+		if f, err = parser.ParseFile(fset, "", body, 0); err != nil {
+			return "", err
+		}
+	}
+	var names []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok && readmeImports[id.Name] != "" && !slices.Contains(names, id.Name) {
+				names = append(names, id.Name)
+			}
+		}
+		return true
+	})
+	slices.Sort(names)
+	var imports strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&imports, "import %s %q\n", name, readmeImports[name])
+	}
+	return strings.Replace(body, "package readme\n\n", "package readme\n\n"+imports.String()+"\n", 1), nil
+}
+
+// TestREADMEBlocksFailWhenBroken makes sure the check above can fail: a
+// block that calls an option that does not exist, or that is missing a
+// brace, is refused.
+func TestREADMEBlocksFailWhenBroken(t *testing.T) {
+	fset, imp := sourceImporter()
+	for _, code := range []string{
+		"rt := retry.New(nil, retry.WithMaxRetries(5))\n",
+		"client := &http.Client{Transport: retry.New(nil)\n",
+		"var d time.Duration = retry.DefaultMaxAttempts * \"s\"\n",
+	} {
+		src, err := wrapBlock(codeBlock{line: 1, code: code})
+		if err != nil {
+			continue // refused by the parser: good
+		}
+		if errs := typeCheck(fset, imp, src); len(errs) == 0 {
+			t.Errorf("the broken block %q type-checks", code)
+		}
+	}
+}
