@@ -153,7 +153,7 @@ func TestPacerKeysAreIndependent(t *testing.T) {
 	a, b := hostRequest(t, "a.example"), hostRequest(t, "b.example")
 	now := sendAt(p, a, pacerEpoch, 10, 2*time.Second)
 	sendAt(p, b, pacerEpoch, 10, 2*time.Second)
-	p.observe(a, Throttled, response(503), curGen(p, a), now, ResetIgnore)
+	p.observe(a, Throttled, response(429), curGen(p, a), now, ResetIgnore)
 	_, engagedA := p.Rate("a.example")
 	_, engagedB := p.Rate("b.example")
 	assert.True(t, engagedA)
@@ -250,7 +250,24 @@ func TestPacerConcurrentUse(t *testing.T) {
 			}
 		}(g)
 	}
+	// Keys that are never throttled take the lock-free path of observe
+	// and reserve, from many goroutines at once.
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			req := hostRequest(t, "idle.example")
+			at := pacerEpoch
+			for i := 0; i < 300; i++ {
+				at = at.Add(time.Duration(g+1) * time.Millisecond)
+				p.reserve(req, at)
+				p.observe(req, Success, response(200), 0, at, ResetIgnore)
+			}
+		}(g)
+	}
 	wg.Wait()
+	_, engaged := p.Rate("idle.example")
+	assert.False(t, engaged)
 	for i := 0; i < 3; i++ {
 		r, engaged := p.Rate(fmt.Sprintf("h%d.example", i))
 		assert.True(t, engaged)
@@ -365,4 +382,35 @@ func TestPacerColdStartCutsToAcceptedRate(t *testing.T) {
 	}
 	r2, _ := p.Rate("api.example")
 	assert.Equal(t, r, r2)
+}
+
+// An outage refuses everything with 503: that is not a rate limit to learn,
+// so the rate is neither engaged nor cut by it; its Retry-After still
+// pauses the key.
+func TestPacerLearnsNothingFrom503(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
+	for i := 1; i <= 50; i++ {
+		at := now.Add(time.Duration(i) * 20 * time.Millisecond)
+		p.reserve(req, at)
+		p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
+	}
+	_, engaged := p.Rate("api.example")
+	assert.False(t, engaged, "503s must not engage the pacer")
+
+	p.observe(req, Throttled, response(429), curGen(p, req), now.Add(2*time.Second), ResetIgnore)
+	r, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	for i := 1; i <= 50; i++ {
+		at := now.Add(2*time.Second + time.Duration(i)*20*time.Millisecond)
+		p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
+	}
+	held, _ := p.Rate("api.example")
+	assert.Equal(t, r, held, "503s must not cut an engaged rate")
+
+	at := now.Add(4 * time.Second)
+	p.observe(req, Throttled, response(503, "Retry-After", "2"), curGen(p, req), at, ResetIgnore)
+	d, _ := p.reserve(req, at)
+	assert.Equal(t, 2*time.Second, d, "a 503's Retry-After pauses the key")
 }
