@@ -344,18 +344,6 @@ func TestTransportCancelDuringPacing(t *testing.T) {
 	assert.Len(t, s.requests(), 1)
 }
 
-func TestPacerFastPathAllocations(t *testing.T) {
-	req := mustRequest(t, "GET", "http://127.0.0.1/", nil)
-	var base, rt http.RoundTripper = staticTransport{}, New(staticTransport{}, WithPacer(&Pacer{}))
-	bare := testing.AllocsPerRun(200, func() { allocSink, _ = base.RoundTrip(req) })
-	ours := testing.AllocsPerRun(200, func() { allocSink, _ = rt.RoundTrip(req) })
-	// Two for the attempt's context and request clone, as without a
-	// pacer; the pacer may add one, and an idle one adds none.
-	if ours-bare > 3 {
-		t.Errorf("with an idle pacer a first-try success costs %.0f allocations more than the base transport; want at most 3", ours-bare)
-	}
-}
-
 // A cold start sends a burst far above the server's capacity: the first
 // cut goes to just below the rate the server accepted, not to 0.7 times
 // the burst's rate, which would take a dozen rounds of refusals.
