@@ -179,9 +179,9 @@ const maxCodeLen = 256
 // look like a code (empty, or with spaces or control characters) is "".
 func sanitize(code string) string {
 	code, _, _ = strings.Cut(code, ":")
-	if _, after, found := strings.Cut(code, "#"); found {
-		code = after
-	}
+	// The namespace ends at the last '#': "aws.protocoltests#Code", and
+	// never leave a '#' in what is taken for the code.
+	code = code[strings.LastIndexByte(code, '#')+1:]
 	code = strings.TrimSpace(code)
 	if len(code) > maxCodeLen || strings.ContainsFunc(code, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return ""
