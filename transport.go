@@ -91,7 +91,8 @@ type Transport struct {
 
 	// Pacer, if not nil, spaces the attempts to each host at a rate learned
 	// from its throttling. Every attempt, the first included, waits for
-	// it; it never delays a host that has not throttled.
+	// it; it never delays a host that has neither throttled nor announced
+	// its quota spent (RateLimit r=0).
 	Pacer *Pacer
 
 	// OnRetry, if not nil, is called before the wait that precedes each retry.
@@ -420,7 +421,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 // classify asks the Transport's classifier, then the default one.
 // A classifier's answer that cannot be acted on safely is taken as
 // Permanent: a success without a response (RoundTrip must return one or
-// an error), or a class this package does not know.
+// an error), a class this package does not know, or no answer at all.
 func (r *roundTrip) classify(o Outcome) Class {
 	class := Undecided
 	if cl := r.c.classifier; cl != nil {
@@ -430,7 +431,7 @@ func (r *roundTrip) classify(o Outcome) Class {
 		class = DefaultClassifier(o)
 	}
 	switch {
-	case class > Unsent:
+	case class > Unsent || class == Undecided:
 		return Permanent
 	case class == Success && o.Response == nil:
 		return Permanent
@@ -443,7 +444,7 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 	switch {
 	case ctx.Err() != nil:
 		return 0, false, StopCanceled
-	case class == Permanent || class == Undecided:
+	case class == Permanent: // classify never answers Undecided
 		return 0, false, StopPermanent
 	case class == Transient && !r.safe:
 		return 0, false, StopUnsafe
