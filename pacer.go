@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -36,34 +37,58 @@ const (
 	// cuts to: just below the server's capacity, so that timing jitter
 	// does not make the paced attempts collide.
 	acceptedShare = 0.9
+	// growthLimit times the measured sending rate is the most the rate
+	// grows to.
+	growthLimit = 1.25
 	// minElapsed is the shortest time a sending rate is estimated over.
 	minElapsed = 10 * time.Millisecond
 	// defaultMinRate is the slowest a Pacer goes, in requests per second.
 	defaultMinRate = 0.5
+	// defaultInitialWindow is how many attempts a key in slow start may
+	// have unanswered at first: TCP's initial window (RFC 6928).
+	defaultInitialWindow = 10
+	// slowStartLimit is the longest a key stays in slow start: attempts
+	// that never answer (long polls, a hung server) hold their slots, and
+	// the others must not wait on them for longer than this.
+	slowStartLimit = time.Second
 )
 
 // Pacer spaces the attempts sent to each host at a rate it learns from the
 // host's throttling, so that fewer requests are refused in the first place.
 // It is opt-in ([WithPacer]) and may be shared by several Transports.
 //
-// A Pacer starts unlimited and engages for a key (a host, by default) only
-// after that key's first throttled outcome, so a client that is never
-// throttled never waits. From then on every attempt, the first included,
-// waits for its turn: turns are handed out first come, first served, one
-// interval (1/rate) apart, after any backoff.
+// A key (a host, by default) that is new to the Pacer starts in slow
+// start, as a TCP connection does: at most InitialWindow (10) of its
+// attempts are unanswered at once, every answer opens one slot more, so
+// the window doubles every round trip, and the first answer that no
+// attempt is waiting for ends slow start. A client that sends fewer than
+// ten requests at once never waits; a burst of a hundred to a new host
+// waits a few round trips, once, and no longer than a second. In return,
+// a cold start's burst against a rate limit is refused ten attempts at a
+// time, not a hundred (see the figures below).
 //
-// The rate adapts as the AWS SDK's "adaptive" retry mode does. A throttle
-// of an attempt paced at the rate in force cuts the rate to 0.7 times it
-// ([AdaptCubic]; 0.5 with [AdaptAIMD]), and at least to 0.9 times the rate
-// at which the key's requests were still being accepted: while a client is
-// refused, that is the server's capacity, and it brings a cold start's
-// burst down to the server's rate in one cut instead of a dozen. Throttles
-// of attempts sent before the cut (or before the Pacer engaged) cut
-// nothing more: one cut answers one burst, as TCP cuts once per window.
+// After slow start a Pacer is idle, at the cost of one atomic load per
+// attempt, until the key's first throttled outcome. From then on every
+// attempt waits for its turn: turns are handed out first come, first
+// served, one interval (1/rate) apart, after any backoff.
+//
+// The rate adapts as the AWS SDK's "adaptive" retry mode does, with two
+// measurements added. A throttle of an attempt paced at the rate in force
+// cuts the rate to 0.7 times it ([AdaptCubic]; 0.5 with [AdaptAIMD]), and
+// the turns already handed out are void: their attempts take new turns at
+// the new rate instead of meeting the refusals the old one earned. While a
+// client is refused, the rate at which its requests are still accepted is
+// the server's capacity (as BBR takes the delivery rate for the
+// bottleneck's), so the first cut goes at least as far as 0.9 times it,
+// bringing a cold start's burst down to the server's rate in one cut
+// instead of a dozen, and later cuts go no further than that. Throttles of
+// attempts sent before the cut (or before the Pacer engaged) cut nothing
+// more: one cut answers one burst, as TCP cuts once per window.
 // Successes grow the rate back, along a cubic curve that returns to the
 // old rate and then probes above it ([AdaptCubic]), or by one request per
-// second per second ([AdaptAIMD]); never above twice the rate the client
-// was measured sending at, and never below MinRate.
+// second per second ([AdaptAIMD]); never beyond 1.25 times the rate the
+// client was measured sending at (growth nothing has tested), and never
+// below MinRate. A client that sends less does not lower the rate.
 //
 // Server hints set the pace before the server has to refuse: a response
 // whose IETF RateLimit field says no quota remains (r=0, or
@@ -78,9 +103,9 @@ const (
 // the server is back. Its Retry-After still pauses the key.
 //
 // Against nginx's limit_req at 100 requests/s (429, no Retry-After), 100
-// clients making 3 requests each through one Transport needed 1.31
-// attempts per request and 1.27 times the ideal 3 s with the Pacer, against
-// 6.07 attempts and 2.13 times with full jitter alone (bench/pacing).
+// clients making 3 requests each through one Transport needed 1.06
+// attempts per request and 1.22 times the ideal 3 s with the Pacer, against
+// 6.06 attempts and 2.17 times with full jitter alone (bench/pacing).
 //
 // The zero value is ready to use. Fields must not be changed after first
 // use. A Pacer is safe for concurrent use.
@@ -97,12 +122,23 @@ type Pacer struct {
 	// Adapt chooses how the rate is adjusted. Zero means [AdaptCubic].
 	Adapt Adapt
 
+	// InitialWindow is how many attempts a key that is new to the Pacer
+	// may have unanswered at once, in slow start (see above). Zero means
+	// 10; a negative value turns slow start off, so that nothing waits
+	// before the key's first throttle.
+	InitialWindow int
+
 	keys sync.Map // key string -> *paceState
+
+	// afterFunc, if not nil, replaces time.AfterFunc for slow start's
+	// time limit (a seam for tests).
+	afterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
 // paceState is the learned rate of one key.
 type paceState struct {
 	engaged atomic.Bool  // read without the lock on the fast path
+	slow    atomic.Bool  // in slow start; read without the lock too
 	sent    atomic.Int64 // attempts sent in the current measurement bucket
 	ok      atomic.Int64 // successes in the current measurement bucket
 	// bucketEnd is when the current measurement bucket ends, in Unix
@@ -119,8 +155,18 @@ type paceState struct {
 	bucket   time.Time     // start of the current measurement bucket
 	lastMax  float64       // rate at the last throttle
 	lastCut  time.Time     // time of the last throttle
+	cutTo    float64       // the rate the last throttle cut to
+	sampled  bool          // a whole bucket has been measured
 	window   float64       // seconds the cubic curve takes back to lastMax
 	paused   time.Time     // no attempt before this time
+
+	// Slow start: before the key has engaged, at most slots attempts
+	// are unanswered at once.
+	inflight  int           // attempts holding a slot
+	slots     int           // the window: one slot more per success
+	waiting   int           // attempts waiting for a slot
+	wake      chan struct{} // closed when a slot frees or slow start ends
+	stopLimit func() bool   // stops the timer of slowStartLimit
 }
 
 // key returns the limit req counts against.
@@ -139,8 +185,20 @@ func (p *Pacer) state(req *http.Request) *paceState {
 	if s, ok := p.keys.Load(key); ok {
 		return s.(*paceState)
 	}
-	s, _ := p.keys.LoadOrStore(key, new(paceState))
+	fresh := new(paceState)
+	if w := p.initialWindow(); w > 0 {
+		fresh.slots = w
+		fresh.slow.Store(true)
+	}
+	s, _ := p.keys.LoadOrStore(key, fresh)
 	return s.(*paceState)
+}
+
+func (p *Pacer) initialWindow() int {
+	if p.InitialWindow == 0 {
+		return defaultInitialWindow
+	}
+	return p.InitialWindow
 }
 
 func (p *Pacer) minRate() float64 {
@@ -161,11 +219,101 @@ func (p *Pacer) Validate() error {
 	return nil
 }
 
-// reserve takes a token for an attempt about to be sent at time now, and
-// returns how long the attempt must wait for it. A pacer that has not
-// engaged for the request's key returns 0 and a nil reservation, at the
-// cost of one atomic add. cancel gives the token back when the attempt is
-// not sent.
+// admit waits, while s is in slow start, for a slot of its window, and
+// reports whether the attempt took one; the slot is given back by
+// [Pacer.observeState] or [paceState.release]. Out of slow start it
+// returns at once: on a key that has left it, at the cost of one atomic
+// load. The wait ends with ctx, and is never longer than slowStartLimit
+// after the key's first attempt.
+func (p *Pacer) admit(ctx context.Context, s *paceState) (bool, error) {
+	if !s.slow.Load() {
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopLimit == nil && s.slow.Load() {
+		after := p.afterFunc
+		if after == nil {
+			after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
+		}
+		s.stopLimit = after(slowStartLimit, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.leaveSlowStart()
+		})
+	}
+	for s.slow.Load() && s.inflight >= s.slots {
+		if s.wake == nil {
+			s.wake = make(chan struct{})
+		}
+		wake := s.wake
+		s.waiting++
+		s.mu.Unlock()
+		var err error
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		s.mu.Lock()
+		s.waiting--
+		if err != nil {
+			return false, err
+		}
+	}
+	if !s.slow.Load() {
+		return false, nil
+	}
+	s.inflight++
+	return true, nil
+}
+
+// release gives back a slow-start slot. An answer opens one slot more
+// (the window doubles every round trip, as TCP's slow start does), and an
+// answer that nothing is waiting for ends slow start: the window no
+// longer limits the client.
+func (s *paceState) release(answered bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	if !s.slow.Load() {
+		return
+	}
+	if answered {
+		s.slots++
+		if s.waiting == 0 {
+			s.leaveSlowStart()
+			return
+		}
+	}
+	s.wakeAll()
+}
+
+// leaveSlowStart ends slow start and lets every waiting attempt go on.
+// The caller holds s.mu.
+func (s *paceState) leaveSlowStart() {
+	if !s.slow.Load() {
+		return
+	}
+	s.slow.Store(false)
+	if s.stopLimit != nil {
+		s.stopLimit()
+	}
+	s.wakeAll()
+}
+
+// wakeAll wakes the attempts waiting for a slot, to look again.
+func (s *paceState) wakeAll() {
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
+}
+
+// reserveAt takes a token for an attempt about to be sent at time now,
+// and returns how long the attempt must wait for it. A pacer that has not
+// engaged for the key returns 0 and a nil reservation, at the cost of one
+// atomic add. cancel gives the token back when the attempt is not sent.
 //
 // Tokens are handed out first come, first served, one interval apart:
 // each at the later of now and the previous token's time plus the
@@ -178,9 +326,7 @@ func (p *Pacer) Validate() error {
 // attempts arrive in clumps that a strict limiter refuses. Tokens are
 // taken at the time of sending, after any backoff, as in the AWS SDK's
 // adaptive mode.
-func (p *Pacer) reserve(req *http.Request, now time.Time) (time.Duration, *reservation) {
-	s := p.state(req)
-	s.sent.Add(1)
+func (s *paceState) reserveAt(now time.Time) (time.Duration, *reservation) {
 	if !s.engaged.Load() {
 		return 0, nil
 	}
@@ -197,7 +343,7 @@ func (p *Pacer) reserve(req *http.Request, now time.Time) (time.Duration, *reser
 	return start.Sub(now), &reservation{s: s, at: start, next: s.next, gen: s.gen}
 }
 
-// reservation is a token taken by [Pacer.reserve].
+// reservation is a token taken by [paceState.reserveAt].
 type reservation struct {
 	s    *paceState
 	at   time.Time // when the token is due
@@ -219,6 +365,17 @@ func (r *reservation) cancel() {
 	}
 }
 
+// stale reports whether the rate or the pause changed since the token was
+// handed out: its time is void, and the attempt takes a new token.
+func (r *reservation) stale() bool {
+	if r == nil {
+		return false
+	}
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	return r.gen != r.s.gen
+}
+
 // generation returns the generation of the rate the attempt was paced at,
 // 0 when it was not paced.
 func (r *reservation) generation() uint64 {
@@ -228,9 +385,18 @@ func (r *reservation) generation() uint64 {
 	return r.gen
 }
 
-// observe updates the key's rate after the outcome of an attempt paced at
-// the rate of generation gen (0: not paced).
-func (p *Pacer) observe(req *http.Request, class Class, resp *http.Response, gen uint64, now time.Time, xReset ResetFormat) {
+// observeState updates the key's rate after the outcome of an attempt
+// paced at the rate of generation gen (0: not paced), and gives back its
+// slow-start slot if it held one.
+func (p *Pacer) observeState(s *paceState, slot bool, class Class, resp *http.Response, gen uint64, now time.Time, xReset ResetFormat) {
+	if slot {
+		// After learning from the outcome: a throttle has ended slow
+		// start by then, and the attempts that waited for a slot go on
+		// to wait for turns. Any answer of a working server opens the
+		// window (a 404 is one); a throttle, an outage or a transport
+		// error does not.
+		defer s.release(class == Success || class == Permanent && resp != nil)
+	}
 	if class != Throttled && class != Success {
 		return // neither says anything about the server's rate limit
 	}
@@ -249,7 +415,6 @@ func (p *Pacer) observe(req *http.Request, class Class, resp *http.Response, gen
 			pause, hinted = quotaExhausted(resp.Header, now)
 		}
 	}
-	s := p.state(req)
 	if class == Success {
 		s.ok.Add(1)
 	}
@@ -293,8 +458,14 @@ func (s *paceState) measure(now time.Time) {
 	}
 	if elapsed := now.Sub(s.bucket); elapsed >= bucketWidth {
 		sec := elapsed.Seconds()
-		s.measured = float64(s.sent.Swap(0))/sec*smoothing + s.measured*(1-smoothing)
-		s.accepted = float64(s.ok.Swap(0))/sec*smoothing + s.accepted*(1-smoothing)
+		sent, ok := float64(s.sent.Swap(0))/sec, float64(s.ok.Swap(0))/sec
+		if !s.sampled {
+			// The first bucket is the estimate, not a fifth of it.
+			s.measured, s.accepted, s.sampled = sent, ok, true
+		} else {
+			s.measured = sent*smoothing + s.measured*(1-smoothing)
+			s.accepted = ok*smoothing + s.accepted*(1-smoothing)
+		}
 		s.bucket = now
 		s.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
 	}
@@ -325,17 +496,30 @@ func (s *paceState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	}
 	// A rate limit has a fixed capacity, and while the client is being
 	// refused, the rate at which it is still accepted measures it (as
-	// BBR takes the delivery rate for the bottleneck's). The cut goes at
-	// least that far: from the burst of a cold start, at thousands of
-	// requests a second, multiplying by 0.7 would take a dozen cuts, each
-	// paid for with a round of refusals.
-	if c := s.acceptedRate(now); c > 0 {
+	// BBR takes the delivery rate for the bottleneck's).
+	switch c := s.acceptedRate(now); {
+	case !s.engaged.Load() && c > 0:
+		// The first cut goes at least that far: from the burst of a
+		// cold start, at thousands of requests a second, multiplying
+		// by 0.7 would take a dozen cuts, each paid for with a round
+		// of refusals.
 		next = min(next, acceptedShare*c)
+	case c > 0:
+		// Later cuts go no further than just below it, as long as that
+		// is a cut at all: a rate near the limit was found, and a deep
+		// cut would take seconds of cubic growth to win back.
+		next = max(next, acceptedShare*min(c, base))
 	}
+	s.cutTo = max(next, minRate)
 	if adapt == AdaptCubic {
 		s.window = math.Cbrt(max(base-next, 0) / cubicScale)
 	}
 	s.setRate(next, minRate)
+	// The server has just said it is over its limit: the schedule starts
+	// again one interval from now. The turns handed out at the old rate
+	// are void: their attempts take new ones when they wake (see
+	// [reservation.stale]), and the refusals they would meet are saved.
+	s.next = now.Add(s.interval)
 }
 
 // acceptedRate returns the rate of successes: the smoothed rate, or the
@@ -353,13 +537,18 @@ func (s *paceState) succeeded(now time.Time, adapt Adapt, minRate float64) {
 	case AdaptAIMD:
 		// One request per second more for every second without a
 		// throttle, from half the old rate.
-		next = s.lastMax*aimdCut + t
+		next = s.cutTo + t
 	default:
 		d := t - s.window
 		next = cubicScale*d*d*d + s.lastMax
 	}
-	if s.measured > 0 {
-		next = min(next, 2*s.measured)
+	// Growth beyond what the client is measured sending at is growth
+	// nothing has tested: a client whose turns were handed out at the old
+	// rate would find, once they are spent, a rate the server refuses.
+	// So the rate grows only from a measured sending rate. Nor does a
+	// client that sends less lower the rate it has learned.
+	if next > s.fill {
+		next = min(next, max(s.fill, growthLimit*s.measured))
 	}
 	s.setRate(next, minRate)
 }
@@ -370,6 +559,7 @@ func (s *paceState) setRate(r, minRate float64) {
 	s.fill = r
 	s.interval = time.Duration(float64(time.Second) / r)
 	s.engaged.Store(true)
+	s.leaveSlowStart()
 }
 
 // pause keeps every attempt of the key from being sent before now+d.
@@ -380,6 +570,7 @@ func (s *paceState) pause(now time.Time, d time.Duration, minRate float64) {
 	}
 	if until := now.Add(d); until.After(s.paused) {
 		s.paused = until
+		s.gen++ // the turns handed out before are void
 	}
 }
 

@@ -2,9 +2,13 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -80,7 +84,8 @@ func TestPacerCutsOnThrottle(t *testing.T) {
 			p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
 			r, engaged := p.Rate("api.example")
 			require.True(t, engaged)
-			// The measured rate is smoothed, so it lags a little behind 10/s.
+			// The measured rate is smoothed, and the throttle closes a
+			// half-second with one attempt fewer: it is a little below 10/s.
 			assert.GreaterOrEqual(t, r, 8*tt.want, "rate after a throttle while sending 10/s")
 			assert.LessOrEqual(t, r, 10*tt.want)
 
@@ -89,12 +94,27 @@ func TestPacerCutsOnThrottle(t *testing.T) {
 			same, _ := p.Rate("api.example")
 			assert.Equal(t, r, same)
 
-			// One paced at the new rate cuts again, below the rate in force.
+			// One paced at the new rate cuts again, but the server was
+			// accepting 10/s: no further than 0.9 times that, which is
+			// here 0.9 times the rate in force.
 			p.observe(req, Throttled, response(429), curGen(p, req), now.Add(10*time.Millisecond), ResetIgnore)
 			r2, _ := p.Rate("api.example")
-			assert.Less(t, r2, r)
+			assert.InDelta(t, acceptedShare*r, r2, 1e-9)
 		})
 	}
+}
+
+// The first half-second measured is the estimate of the sending rate, not
+// a fifth of it (smoothing it with the zero before it).
+func TestPacerFirstMeasurement(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	// Attempts at 0, 100, ..., 500 ms: the first bucket closes at 500 ms
+	// with six attempts and six successes, 12/s.
+	now := sendAt(p, req, pacerEpoch, 10, 550*time.Millisecond)
+	p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
+	r, _ := p.Rate("api.example")
+	assert.InDelta(t, cubicBeta*12, r, 1e-9)
 }
 
 func TestPacerRecoversOnSuccess(t *testing.T) {
@@ -105,9 +125,8 @@ func TestPacerRecoversOnSuccess(t *testing.T) {
 			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
 			p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
 			cut, _ := p.Rate("api.example")
-			// Keep sending at the paced rate; it must climb back to the
-			// old rate within a few seconds and never exceed twice what
-			// is measured.
+			// Keep sending at 10/s; the rate must climb back to the old
+			// one and never beyond 1.25 times what is measured.
 			at := now
 			var r float64
 			for i := 0; i < 200; i++ {
@@ -115,10 +134,19 @@ func TestPacerRecoversOnSuccess(t *testing.T) {
 				p.reserve(req, at)
 				p.observe(req, Success, response(200), curGen(p, req), at, ResetIgnore)
 				r, _ = p.Rate("api.example")
-				require.LessOrEqual(t, r, 2*20.0+1e-9)
+				require.LessOrEqual(t, r, growthLimit*10+1e-9)
 			}
 			assert.Greater(t, r, cut)
 			assert.GreaterOrEqual(t, r, 10.0, "after 20 s without a throttle the rate is back to the old one")
+
+			// A client that then sends less keeps the rate it learned.
+			for i := 0; i < 20; i++ {
+				at = at.Add(time.Second)
+				p.reserve(req, at)
+				p.observe(req, Success, response(200), curGen(p, req), at, ResetIgnore)
+			}
+			kept, _ := p.Rate("api.example")
+			assert.GreaterOrEqual(t, kept, r)
 		})
 	}
 }
@@ -190,6 +218,19 @@ func TestPacerServerHints(t *testing.T) {
 		d, res := p.reserve(req, now)
 		require.NotNil(t, res, "an exhausted quota engages the pacer before any throttle")
 		assert.Equal(t, 5*time.Second, d)
+	})
+	t.Run("a pause voids the turns handed out before it", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+		p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
+		_, before := p.reserve(req, now)
+		require.NotNil(t, before)
+		p.observe(req, Success, response(200, "RateLimit", `"default";r=0;t=4`), curGen(p, req), now, ResetIgnore)
+		assert.True(t, before.stale())
+		d, after := p.reserve(req, now)
+		assert.False(t, after.stale())
+		assert.Equal(t, 4*time.Second, d)
 	})
 	t.Run("legacy RateLimit-Remaining 0", func(t *testing.T) {
 		p := &Pacer{}
@@ -284,7 +325,8 @@ func TestTransportPacesAfterThrottle(t *testing.T) {
 	require.NoError(t, err)
 	// The throttle engaged the pacer: one attempt sent within the shortest
 	// measured time (10ms) estimates 100 requests/s, cut to 70. The retry
-	// took the first token; the next request waits a token's interval.
+	// waits one interval after the throttle (after its backoff of 0), and
+	// the next request one more.
 	r, engaged := p.Rate(s.srv.Listener.Addr().String())
 	require.True(t, engaged)
 	assert.InDelta(t, 70, r, 1e-9)
@@ -292,7 +334,7 @@ func TestTransportPacesAfterThrottle(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, s.requests(), 3)
 	step := time.Duration(float64(time.Second) / r)
-	assert.Equal(t, []time.Duration{0, step}, clock.waits())
+	assert.Equal(t, []time.Duration{0, step, step}, clock.waits())
 }
 
 func TestTransportPacerPauseAndDeadline(t *testing.T) {
@@ -401,4 +443,329 @@ func TestPacerLearnsNothingFrom503(t *testing.T) {
 	p.observe(req, Throttled, response(503, "Retry-After", "2"), curGen(p, req), at, ResetIgnore)
 	d, _ := p.reserve(req, at)
 	assert.Equal(t, 2*time.Second, d, "a 503's Retry-After pauses the key")
+}
+
+// reserve and observe look up req's key, as the Transport does once per
+// RoundTrip, for the tests that drive a Pacer directly.
+func (p *Pacer) reserve(req *http.Request, now time.Time) (time.Duration, *reservation) {
+	s := p.state(req)
+	s.sent.Add(1)
+	return s.reserveAt(now)
+}
+
+func (p *Pacer) observe(req *http.Request, class Class, resp *http.Response, gen uint64, now time.Time, xReset ResetFormat) {
+	p.observeState(p.state(req), false, class, resp, gen, now, xReset)
+}
+
+// fakeLimit replaces slow start's timer: it records the duration asked for
+// and fires only when the test says so.
+type fakeLimit struct {
+	mu      sync.Mutex
+	d       time.Duration
+	f       func()
+	stopped bool
+}
+
+func (l *fakeLimit) afterFunc(d time.Duration, f func()) func() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.d, l.f = d, f
+	return func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.stopped = true
+		return true
+	}
+}
+
+func (l *fakeLimit) fire() {
+	l.mu.Lock()
+	f := l.f
+	l.mu.Unlock()
+	f()
+}
+
+// admitAsync admits an attempt on another goroutine and reports the
+// outcome on the returned channel.
+func admitAsync(ctx context.Context, p *Pacer, s *paceState) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		slot, err := p.admit(ctx, s)
+		if err == nil && !slot {
+			err = errNoSlot
+		}
+		done <- err
+	}()
+	return done
+}
+
+var errNoSlot = errors.New("admitted without a slot")
+
+// waitFor yields until cond holds under s's lock; the test's deadline
+// bounds it.
+func waitFor(t *testing.T, s *paceState, cond func() bool) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		ok := cond()
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+func slowState(s *paceState) (inflight, slots, waiting int, slow bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight, s.slots, s.waiting, s.slow.Load()
+}
+
+func TestPacerSlowStartWindow(t *testing.T) {
+	limit := &fakeLimit{}
+	p := &Pacer{InitialWindow: 2, afterFunc: limit.afterFunc}
+	s := p.state(hostRequest(t, "api.example"))
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		slot, err := p.admit(ctx, s)
+		require.NoError(t, err)
+		require.True(t, slot, "attempt %d is within the window", i+1)
+	}
+	assert.Equal(t, slowStartLimit, limit.d)
+	third, fourth := admitAsync(ctx, p, s), admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.waiting == 2 })
+
+	// An answer gives its slot back and opens one more: both waiters go.
+	p.observeState(s, true, Success, response(200), 0, pacerEpoch, ResetIgnore)
+	require.NoError(t, <-third)
+	require.NoError(t, <-fourth)
+	inflight, slots, waiting, slow := slowState(s)
+	assert.Equal(t, []int{3, 3, 0}, []int{inflight, slots, waiting})
+	assert.True(t, slow)
+
+	// A failure gives its slot back without opening one, and does not end
+	// slow start.
+	p.observeState(s, true, Transient, nil, 0, pacerEpoch, ResetIgnore)
+	_, slots, _, slow = slowState(s)
+	assert.Equal(t, 3, slots)
+	assert.True(t, slow)
+
+	// An answer that nothing waits for ends slow start, and its timer.
+	p.observeState(s, true, Permanent, response(404), 0, pacerEpoch, ResetIgnore)
+	_, _, _, slow = slowState(s)
+	assert.False(t, slow)
+	assert.True(t, limit.stopped)
+	for i := 0; i < 100; i++ {
+		slot, err := p.admit(ctx, s)
+		require.NoError(t, err)
+		require.False(t, slot)
+	}
+	_, engaged := p.Rate("api.example")
+	assert.False(t, engaged)
+}
+
+func TestPacerSlowStartEndsOnThrottle(t *testing.T) {
+	p := &Pacer{InitialWindow: 1, afterFunc: (&fakeLimit{}).afterFunc}
+	req := hostRequest(t, "api.example")
+	s := p.state(req)
+	ctx := context.Background()
+	slot, err := p.admit(ctx, s)
+	require.NoError(t, err)
+	require.True(t, slot)
+	s.sent.Add(1)
+	waiter := admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.waiting == 1 })
+
+	p.observeState(s, true, Throttled, response(429), 0, pacerEpoch, ResetIgnore)
+	assert.ErrorIs(t, <-waiter, errNoSlot, "the waiter goes on without a slot, to wait for a turn")
+	_, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	d, res := s.reserveAt(pacerEpoch)
+	require.NotNil(t, res)
+	assert.Positive(t, d, "the first turn after a throttle is an interval away")
+}
+
+func TestPacerSlowStartTimeLimit(t *testing.T) {
+	limit := &fakeLimit{}
+	p := &Pacer{InitialWindow: 1, afterFunc: limit.afterFunc}
+	s := p.state(hostRequest(t, "api.example"))
+	ctx := context.Background()
+	slot, err := p.admit(ctx, s) // an attempt that never answers
+	require.NoError(t, err)
+	require.True(t, slot)
+	waiter := admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.waiting == 1 })
+	limit.fire()
+	assert.ErrorIs(t, <-waiter, errNoSlot)
+	_, _, _, slow := slowState(s)
+	assert.False(t, slow)
+}
+
+func TestPacerSlowStartCancel(t *testing.T) {
+	p := &Pacer{InitialWindow: 1, afterFunc: (&fakeLimit{}).afterFunc}
+	s := p.state(hostRequest(t, "api.example"))
+	_, err := p.admit(context.Background(), s)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	waiter := admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.waiting == 1 })
+	cancel()
+	assert.ErrorIs(t, <-waiter, context.Canceled)
+	inflight, _, waiting, _ := slowState(s)
+	assert.Equal(t, 1, inflight)
+	assert.Zero(t, waiting)
+}
+
+func TestPacerSlowStartOff(t *testing.T) {
+	p := &Pacer{InitialWindow: -1}
+	s := p.state(hostRequest(t, "api.example"))
+	for i := 0; i < 100; i++ {
+		slot, err := p.admit(context.Background(), s)
+		require.NoError(t, err)
+		require.False(t, slot)
+	}
+	_, _, _, slow := slowState(s)
+	assert.False(t, slow)
+}
+
+// A throttle of an attempt paced at the rate in force voids the turns
+// handed out before it: their attempts take new ones at the new rate.
+func TestPacerCutVoidsTurns(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+	p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
+	var turns []*reservation
+	for i := 0; i < 5; i++ {
+		_, res := p.reserve(req, now)
+		turns = append(turns, res)
+	}
+	later := now.Add(200 * time.Millisecond)
+	p.observe(req, Throttled, response(429), turns[0].generation(), later, ResetIgnore)
+	r, _ := p.Rate("api.example")
+	step := time.Duration(float64(time.Second) / r)
+	for _, res := range turns {
+		assert.True(t, res.stale())
+	}
+	s := p.state(req)
+	d, res := s.reserveAt(later)
+	assert.False(t, res.stale())
+	assert.Equal(t, step, d, "the new schedule starts an interval after the throttle")
+}
+
+// The Transport's wait for a turn ends early in effect when the rate is
+// cut meanwhile: the attempt takes a turn of the new rate.
+func TestTransportRetakesVoidTurn(t *testing.T) {
+	s := newScript(t, status(429), status(200))
+	p := &Pacer{}
+	rt, clock := testTransport(nil, WithPacer(p), WithBackoff(Constant{}))
+	defer rt.CloseIdleConnections()
+	var cut bool
+	rt.sleep = func(ctx context.Context, d time.Duration) error {
+		if d > 0 && !cut {
+			// While the retry waits for its turn, another attempt at the
+			// rate in force is throttled.
+			cut = true
+			req := mustRequest(t, "GET", s.srv.URL, nil)
+			p.observe(req, Throttled, response(429), curGen(p, req), clock.now(), ResetIgnore)
+		}
+		return clock.sleep(ctx, d)
+	}
+	_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
+	require.NoError(t, err)
+	waits := clock.waits()
+	require.Len(t, waits, 3, "backoff, the void turn, the new turn: %v", waits)
+	// The new schedule starts an interval after the cut, which happened
+	// as the retry began to wait: the void turn and the new one add up
+	// to the new interval.
+	r, _ := p.Rate(s.srv.Listener.Addr().String())
+	assert.Equal(t, time.Duration(float64(time.Second)/r), waits[1]+waits[2])
+	assert.Less(t, waits[1], waits[1]+waits[2])
+	assert.Len(t, s.requests(), 2)
+}
+
+// Through a real loopback server: a burst to a new host sends the window's
+// worth, and the rest go as answers come back.
+func TestTransportSlowStart(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+	}))
+	defer srv.Close()
+	p := &Pacer{InitialWindow: 2}
+	rt := New(nil, WithPacer(p))
+	defer rt.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := make(chan error, 5)
+	for i := 0; i < 5; i++ {
+		go func() {
+			resp, err := rt.RoundTrip(mustRequest(t, "GET", srv.URL, nil).WithContext(ctx))
+			if err == nil {
+				resp.Body.Close()
+			}
+			errs <- err
+		}()
+	}
+	<-arrived
+	<-arrived
+	st := p.state(mustRequest(t, "GET", srv.URL, nil))
+	waitFor(t, st, func() bool { return st.waiting == 3 })
+	assert.Len(t, arrived, 0, "no third attempt before an answer")
+	close(release)
+	for i := 0; i < 5; i++ {
+		require.NoError(t, <-errs)
+	}
+	inflight, slots, _, slow := slowState(st)
+	assert.Zero(t, inflight)
+	assert.GreaterOrEqual(t, slots, 4)
+	assert.False(t, slow)
+}
+
+// Every way out of RoundTrip gives a slow-start slot back: with a window
+// of one, a leaked slot would keep the next request waiting for good.
+func TestTransportSlowStartReleasesSlots(t *testing.T) {
+	s := newScript(t, status(500))
+	p := &Pacer{InitialWindow: 1}
+	rt, _ := testTransport(nil, WithPacer(p), WithMaxAttempts(2))
+	defer rt.CloseIdleConnections()
+	st := p.state(mustRequest(t, "GET", s.srv.URL, nil))
+	inflight := func() int { n, _, _, _ := slowState(st); return n }
+
+	resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil)) // 500, 500: gives up
+	require.NoError(t, err)
+	assert.Equal(t, 500, resp.StatusCode)
+	assert.Zero(t, inflight())
+
+	req := mustRequest(t, "PUT", s.srv.URL, strings.NewReader("x"))
+	req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("no body") }
+	_, err = rt.RoundTrip(req) // 500, then GetBody fails: the retry is not sent
+	require.ErrorContains(t, err, "no body")
+	assert.Zero(t, inflight())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = rt.RoundTrip(mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Zero(t, inflight())
+	_, _, _, slow := slowState(st)
+	assert.True(t, slow, "failures alone do not end slow start")
+}
+
+// A healthy client that sends one request at a time never waits.
+func TestTransportPacerHealthyNeverWaits(t *testing.T) {
+	s := newScript(t, status(200))
+	p := &Pacer{}
+	rt, clock := testTransport(nil, WithPacer(p))
+	defer rt.CloseIdleConnections()
+	for i := 0; i < 20; i++ {
+		_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
+		require.NoError(t, err)
+	}
+	assert.Empty(t, clock.waits())
+	_, engaged := p.Rate(s.srv.Listener.Addr().String())
+	assert.False(t, engaged)
 }

@@ -91,8 +91,9 @@ type Transport struct {
 
 	// Pacer, if not nil, spaces the attempts to each host at a rate learned
 	// from its throttling. Every attempt, the first included, waits for
-	// it; it never delays a host that has neither throttled nor announced
-	// its quota spent (RateLimit r=0).
+	// it. Apart from slow start (at most ten unanswered attempts to a new
+	// host, for its first round trips), it never delays a host that has
+	// neither throttled nor announced its quota spent (RateLimit r=0).
 	Pacer *Pacer
 
 	// OnRetry, if not nil, is called before the wait that precedes each retry.
@@ -350,7 +351,9 @@ type roundTrip struct {
 	body *replayBody // nil unless the body is buffered for replay
 
 	prev    time.Duration // the wait slept before the current attempt
+	pacing  *paceState    // the Pacer's state of the request's key; nil without a Pacer
 	paced   uint64        // the pacer's rate generation the attempt was sent at
+	slot    bool          // the attempt holds a slot of the Pacer's slow start
 	retried Class         // the outcome the current attempt retries; Undecided for the first
 }
 
@@ -374,6 +377,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		areq, wrote, cancel, err := r.attemptRequest(ctx, attempt)
 		if err != nil {
 			// GetBody failed: nothing was sent for this attempt.
+			r.unpace()
 			return nil, r.giveUp(attempt-1, Permanent, nil, err, StopBody)
 		}
 		resp, err := r.c.base.RoundTrip(areq)
@@ -385,8 +389,9 @@ func (r *roundTrip) run() (*http.Response, error) {
 			}
 		}
 		class := r.classify(o)
-		if p := r.t.Pacer; p != nil {
-			p.observe(req, class, o.Response, r.paced, r.now(), r.t.RateLimitReset)
+		if s := r.pacing; s != nil {
+			r.t.Pacer.observeState(s, r.slot, class, o.Response, r.paced, r.now(), r.t.RateLimitReset)
+			r.slot = false
 		}
 		if class == Success {
 			if b := r.c.budget; b != nil {
@@ -478,26 +483,54 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 	return delay, fromServer, StopNone
 }
 
-// pace waits for the pacer's token before an attempt, after its backoff.
-// A wait that would end past the context's deadline is not begun, and the
-// error returned says so; so does a wait the context ends.
+// pace waits for the pacer's token before an attempt, after its backoff:
+// first, while the key is in slow start, for a slot of its window, then
+// for its turn. A wait that would end past the context's deadline is not
+// begun, and the error returned says so; so does a wait the context ends.
 func (r *roundTrip) pace(ctx context.Context, attempt int) error {
-	now := r.now()
-	d, paced := r.t.Pacer.reserve(r.req, now)
-	r.paced = paced.generation()
-	if d <= 0 {
-		return nil
+	p := r.t.Pacer
+	if r.pacing == nil {
+		r.pacing = p.state(r.req)
 	}
-	if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
-		paced.cancel()
-		err := fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
-		return r.giveUp(attempt-1, Undecided, nil, err, StopDeadline)
-	}
-	if err := r.wait(ctx, d); err != nil {
-		paced.cancel()
+	slot, err := p.admit(ctx, r.pacing)
+	if err != nil {
 		return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
 	}
+	r.slot = slot
+	for {
+		now := r.now()
+		d, paced := r.pacing.reserveAt(now)
+		r.paced = paced.generation()
+		if d <= 0 {
+			break
+		}
+		if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
+			paced.cancel()
+			r.unpace()
+			err := fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+			return r.giveUp(attempt-1, Undecided, nil, err, StopDeadline)
+		}
+		if err := r.wait(ctx, d); err != nil {
+			paced.cancel()
+			r.unpace()
+			return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
+		}
+		if !paced.stale() {
+			break
+		}
+		// The rate was cut, or the key paused, while the attempt
+		// waited: its turn is void, and it takes one of the new rate.
+	}
+	r.pacing.sent.Add(1) // the sending rate counts attempts sent, not waiting
 	return nil
+}
+
+// unpace gives back the slow-start slot of an attempt that is not sent.
+func (r *roundTrip) unpace() {
+	if r.slot {
+		r.pacing.release(false)
+		r.slot = false
+	}
 }
 
 // attemptRequest builds the request of one attempt: a shallow clone of the
