@@ -40,6 +40,9 @@ const (
 	// growthLimit times the measured sending rate is the most the rate
 	// grows to.
 	growthLimit = 1.25
+	// regrant times the rate of the turns handed out is the rate that
+	// voids them, for turns at the new one.
+	regrant = 1.1
 	// minElapsed is the shortest time a sending rate is estimated over.
 	minElapsed = 10 * time.Millisecond
 	// defaultMinRate is the slowest a Pacer goes, in requests per second.
@@ -47,6 +50,12 @@ const (
 	// defaultInitialWindow is how many attempts a key in slow start may
 	// have unanswered at first: TCP's initial window (RFC 6928).
 	defaultInitialWindow = 10
+	// outageCuts cuts with no success between them are an outage (or a
+	// spent quota), not a rate limit, which lets some requests through:
+	// the rate is cut no further, and a success outageTime or more after
+	// the last one restarts the key.
+	outageCuts = 5
+	outageTime = 500 * time.Millisecond
 	// slowStartLimit is the longest a key stays in slow start: attempts
 	// that never answer (long polls, a hung server) hold their slots, and
 	// the others must not wait on them for longer than this.
@@ -156,9 +165,20 @@ type paceState struct {
 	lastMax  float64       // rate at the last throttle
 	lastCut  time.Time     // time of the last throttle
 	cutTo    float64       // the rate the last throttle cut to
+	granted  float64       // the rate of the turns handed out since the last void
 	sampled  bool          // a whole bucket has been measured
 	window   float64       // seconds the cubic curve takes back to lastMax
 	paused   time.Time     // no attempt before this time
+
+	// An outage: cuts with no success between them, then a success a
+	// while after the last one.
+	lastOK      time.Time // the last success (or engaging), engaged
+	cutsSinceOK int       // cuts since then
+
+	// turns is done when the turns handed out are void (see void); nil
+	// until an attempt waits for a turn.
+	turns       context.Context
+	cancelTurns context.CancelFunc
 
 	// Slow start: before the key has engaged, at most slots attempts
 	// are unanswered at once.
@@ -340,7 +360,10 @@ func (s *paceState) reserveAt(now time.Time) (time.Duration, *reservation) {
 		start = s.next
 	}
 	s.next = start.Add(s.interval)
-	return start.Sub(now), &reservation{s: s, at: start, next: s.next, gen: s.gen}
+	if s.turns == nil {
+		s.turns, s.cancelTurns = context.WithCancel(context.Background())
+	}
+	return start.Sub(now), &reservation{s: s, at: start, next: s.next, gen: s.gen, turns: s.turns}
 }
 
 // reservation is a token taken by [paceState.reserveAt].
@@ -349,6 +372,9 @@ type reservation struct {
 	at   time.Time // when the token is due
 	next time.Time // the next token's time it set
 	gen  uint64    // the generation of the rate the token was taken at
+	// turns is done when the token is void: its attempt stops waiting
+	// for it and takes a new one.
+	turns context.Context
 }
 
 // cancel gives the token back if no later one was handed out since: a
@@ -400,12 +426,6 @@ func (p *Pacer) observeState(s *paceState, slot bool, class Class, resp *http.Re
 	if class != Throttled && class != Success {
 		return // neither says anything about the server's rate limit
 	}
-	// A 503 says the server is overloaded or down, not that a quota
-	// is spent: an outage refuses everything, and learning a rate from
-	// it would starve the key once the server is back (the AWS SDK's
-	// adaptive mode, too, learns from throttling codes only). Its
-	// Retry-After still pauses the key; the budget limits the retries.
-	outage := class == Throttled && resp != nil && resp.StatusCode == http.StatusServiceUnavailable
 	var pause time.Duration
 	var hinted bool
 	if resp != nil {
@@ -418,7 +438,7 @@ func (p *Pacer) observeState(s *paceState, slot bool, class Class, resp *http.Re
 	if class == Success {
 		s.ok.Add(1)
 	}
-	if (class == Success || outage) && !hinted && !s.engaged.Load() {
+	if class == Success && !hinted && !s.engaged.Load() {
 		if end := s.bucketEnd.Load(); end != 0 && now.UnixNano() < end {
 			return // nothing to update until the bucket ends
 		}
@@ -437,12 +457,21 @@ func (p *Pacer) observeState(s *paceState, slot bool, class Class, resp *http.Re
 		// cut has answered it already. Cutting again for every
 		// attempt of one burst would collapse the rate; TCP too cuts
 		// once per window of data (RFC 5681 §3.1).
-	case class == Throttled && outage:
-		// Only its pause, if any, applies.
+	case class == Throttled && s.cutsSinceOK >= outageCuts:
+		// Refused again and again, nothing accepted: an outage, or a
+		// quota spent. Cutting on would learn nothing and, with every
+		// turn pushed far out, fail the waiting requests on their
+		// deadlines; the rate in force probes until a success.
 	case class == Throttled:
 		s.throttled(now, p.Adapt, p.minRate())
+	case s.engaged.Load() && s.cutsSinceOK >= outageCuts && now.Sub(s.lastOK) >= outageTime:
+		// The first success after an outage: see restart.
+		s.restart(now, p.initialWindow())
 	case s.engaged.Load():
 		s.succeeded(now, p.Adapt, p.minRate())
+	}
+	if class == Success && s.engaged.Load() {
+		s.lastOK, s.cutsSinceOK = now, 0
 	}
 	if hinted && pause > 0 {
 		s.pause(now, pause, p.minRate())
@@ -479,6 +508,7 @@ func (s *paceState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// minElapsed, estimate it.
 	base := s.fill
 	if !s.engaged.Load() {
+		s.lastOK, s.cutsSinceOK = now, 0 // an outage is timed from here
 		base = s.measured
 		if base <= 0 {
 			base = float64(s.sent.Load()) / max(now.Sub(s.bucket), minElapsed).Seconds()
@@ -486,7 +516,8 @@ func (s *paceState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	}
 	s.lastMax = base
 	s.lastCut = now
-	s.gen++
+	s.cutsSinceOK++
+	s.void()
 	var next float64
 	switch adapt {
 	case AdaptAIMD:
@@ -515,6 +546,7 @@ func (s *paceState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		s.window = math.Cbrt(max(base-next, 0) / cubicScale)
 	}
 	s.setRate(next, minRate)
+	s.granted = s.fill
 	// The server has just said it is over its limit: the schedule starts
 	// again one interval from now. The turns handed out at the old rate
 	// are void: their attempts take new ones when they wake (see
@@ -551,6 +583,14 @@ func (s *paceState) succeeded(now time.Time, adapt Adapt, minRate float64) {
 		next = min(next, max(s.fill, growthLimit*s.measured))
 	}
 	s.setRate(next, minRate)
+	// Turns queued at a rate well below the new one would keep the client
+	// at the old rate for as long as the queue lasts: they are void, and
+	// their attempts take turns at the new rate.
+	if s.next.After(now) && s.fill >= regrant*s.granted {
+		s.void()
+		s.granted = s.fill
+		s.next = now.Add(s.interval)
+	}
 }
 
 // setRate sets the rate of the tokens handed out from now on.
@@ -562,6 +602,39 @@ func (s *paceState) setRate(r, minRate float64) {
 	s.leaveSlowStart()
 }
 
+// void makes the turns handed out so far void, and wakes their attempts
+// to take new ones. The caller holds s.mu.
+func (s *paceState) void() {
+	s.gen++
+	if s.cancelTurns != nil {
+		s.cancelTurns()
+		s.turns, s.cancelTurns = nil, nil
+	}
+}
+
+// restart forgets what the key learned: after an outage (or a quota spent
+// for a while), the rate it was cut to says nothing about the server that
+// answers again, and growing back from it would take minutes. The key
+// starts afresh, in slow start, as a new one would. The caller holds s.mu.
+func (s *paceState) restart(now time.Time, initialWindow int) {
+	s.engaged.Store(false)
+	s.void()
+	s.next, s.fill, s.interval = time.Time{}, 0, 0
+	s.lastMax, s.cutTo, s.window, s.granted = 0, 0, 0, 0
+	s.cutsSinceOK = 0
+	// Rates measured in the outage are not the server's either.
+	s.measured, s.accepted, s.sampled = 0, 0, false
+	s.sent.Store(0)
+	s.ok.Store(1) // this success
+	s.bucket = now
+	s.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
+	if initialWindow > 0 {
+		s.slots = initialWindow
+		s.stopLimit = nil // a new time limit from the next attempt
+		s.slow.Store(true)
+	}
+}
+
 // pause keeps every attempt of the key from being sent before now+d.
 func (s *paceState) pause(now time.Time, d time.Duration, minRate float64) {
 	if !s.engaged.Load() {
@@ -570,7 +643,7 @@ func (s *paceState) pause(now time.Time, d time.Duration, minRate float64) {
 	}
 	if until := now.Add(d); until.After(s.paused) {
 		s.paused = until
-		s.gen++ // the turns handed out before are void
+		s.void()
 	}
 }
 

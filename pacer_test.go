@@ -414,35 +414,77 @@ func TestPacerColdStartCutsToAcceptedRate(t *testing.T) {
 	assert.Equal(t, r, r2)
 }
 
-// An outage refuses everything with 503: that is not a rate limit to learn,
-// so the rate is neither engaged nor cut by it; its Retry-After still
-// pauses the key.
-func TestPacerLearnsNothingFrom503(t *testing.T) {
+// A 503 while requests still get through is a throttle like a 429 (S3's
+// SlowDown, Azure Storage's ServerBusy), and its Retry-After pauses the key.
+func TestPacerLearnsFrom503(t *testing.T) {
 	p := &Pacer{}
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
-	for i := 1; i <= 50; i++ {
-		at := now.Add(time.Duration(i) * 20 * time.Millisecond)
-		p.reserve(req, at)
-		p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
-	}
-	_, engaged := p.Rate("api.example")
-	assert.False(t, engaged, "503s must not engage the pacer")
-
-	p.observe(req, Throttled, response(429), curGen(p, req), now.Add(2*time.Second), ResetIgnore)
+	p.observe(req, Throttled, response(503), curGen(p, req), now, ResetIgnore)
 	r, engaged := p.Rate("api.example")
 	require.True(t, engaged)
-	for i := 1; i <= 50; i++ {
-		at := now.Add(2*time.Second + time.Duration(i)*20*time.Millisecond)
-		p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
-	}
-	held, _ := p.Rate("api.example")
-	assert.Equal(t, r, held, "503s must not cut an engaged rate")
+	assert.Less(t, r, 100.0)
 
-	at := now.Add(4 * time.Second)
-	p.observe(req, Throttled, response(503, "Retry-After", "2"), curGen(p, req), at, ResetIgnore)
+	at := now.Add(time.Second)
+	p.observe(req, Throttled, response(503, "Retry-After", "2"), 0, at, ResetIgnore)
 	d, _ := p.reserve(req, at)
 	assert.Equal(t, 2*time.Second, d, "a 503's Retry-After pauses the key")
+}
+
+// An outage refuses everything: after outageCuts cuts with no success
+// between them the rate is held, not cut to nothing, and the first success
+// a while later starts the key afresh, in slow start.
+func TestPacerOutage(t *testing.T) {
+	p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
+	req := hostRequest(t, "api.example")
+	s := p.state(req)
+	s.mu.Lock()
+	s.slow.Store(false) // as after a slow start that ended in successes
+	s.mu.Unlock()
+	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
+	at := now
+	held := math.Inf(1)
+	for i := 0; i < outageCuts+5; i++ {
+		at = at.Add(50 * time.Millisecond)
+		p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
+		r, _ := p.Rate("api.example")
+		if i < outageCuts {
+			assert.Less(t, r, held, "cut %d", i+1)
+			held = r
+			continue
+		}
+		assert.Equal(t, held, r, "refusal %d after %d cuts without a success", i+1, outageCuts)
+	}
+	_, res := p.reserve(req, at)
+	require.NotNil(t, res)
+
+	// The server is back: the rate learned in the outage is forgotten.
+	at = at.Add(outageTime)
+	p.observe(req, Success, response(200), curGen(p, req), at, ResetIgnore)
+	_, engaged := p.Rate("api.example")
+	assert.False(t, engaged)
+	assert.True(t, res.stale(), "turns handed out in the outage are void")
+	_, _, _, slow := slowState(s)
+	assert.True(t, slow, "the key starts afresh, in slow start")
+	s.mu.Lock()
+	assert.Zero(t, s.measured)
+	s.mu.Unlock()
+}
+
+// Cuts answered quickly, with successes slower to come (a cold start's
+// burst), are not an outage: a success soon after them grows the rate.
+func TestPacerQuickCutsAreNoOutage(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
+	at := now
+	for i := 0; i < outageCuts; i++ {
+		at = at.Add(2 * time.Millisecond)
+		p.observe(req, Throttled, response(429), curGen(p, req), at, ResetIgnore)
+	}
+	p.observe(req, Success, response(200), curGen(p, req), at.Add(10*time.Millisecond), ResetIgnore)
+	_, engaged := p.Rate("api.example")
+	assert.True(t, engaged)
 }
 
 // reserve and observe look up req's key, as the Transport does once per
@@ -654,35 +696,65 @@ func TestPacerCutVoidsTurns(t *testing.T) {
 	assert.Equal(t, step, d, "the new schedule starts an interval after the throttle")
 }
 
-// The Transport's wait for a turn ends early in effect when the rate is
-// cut meanwhile: the attempt takes a turn of the new rate.
+// A turn made void while the Transport waits for it wakes the attempt,
+// which takes a turn at the new rate.
 func TestTransportRetakesVoidTurn(t *testing.T) {
 	s := newScript(t, status(429), status(200))
 	p := &Pacer{}
 	rt, clock := testTransport(nil, WithPacer(p), WithBackoff(Constant{}))
 	defer rt.CloseIdleConnections()
-	var cut bool
+	var blocked bool
 	rt.sleep = func(ctx context.Context, d time.Duration) error {
-		if d > 0 && !cut {
+		if d > 0 && !blocked {
 			// While the retry waits for its turn, another attempt at the
-			// rate in force is throttled.
-			cut = true
+			// rate in force is throttled; the wait lasts until the turn
+			// is void.
+			blocked = true
 			req := mustRequest(t, "GET", s.srv.URL, nil)
 			p.observe(req, Throttled, response(429), curGen(p, req), clock.now(), ResetIgnore)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Second):
+				t.Error("the void turn did not end the wait")
+				return nil
+			}
 		}
 		return clock.sleep(ctx, d)
 	}
 	_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 	require.NoError(t, err)
-	waits := clock.waits()
-	require.Len(t, waits, 3, "backoff, the void turn, the new turn: %v", waits)
-	// The new schedule starts an interval after the cut, which happened
-	// as the retry began to wait: the void turn and the new one add up
-	// to the new interval.
+	require.True(t, blocked)
+	// The backoff (0), then the new turn, an interval after the cut.
 	r, _ := p.Rate(s.srv.Listener.Addr().String())
-	assert.Equal(t, time.Duration(float64(time.Second)/r), waits[1]+waits[2])
-	assert.Less(t, waits[1], waits[1]+waits[2])
+	assert.Equal(t, []time.Duration{0, time.Duration(float64(time.Second) / r)}, clock.waits())
 	assert.Len(t, s.requests(), 2)
+}
+
+// Turns queued at a rate the key has since grown well past are void: the
+// client would otherwise keep the old rate for as long as its queue lasts.
+func TestPacerGrowthVoidsSlowTurns(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+	p.observe(req, Throttled, response(429), curGen(p, req), now, ResetIgnore)
+	cut, _ := p.Rate("api.example")
+	var queued []*reservation
+	for i := 0; i < 50; i++ { // five seconds of turns at about 7/s
+		_, res := p.reserve(req, now)
+		queued = append(queued, res)
+	}
+	at := now
+	for i := 0; i < 30 && !queued[0].stale(); i++ {
+		at = at.Add(100 * time.Millisecond)
+		p.reserve(req, at)
+		p.observe(req, Success, response(200), curGen(p, req), at, ResetIgnore)
+	}
+	assert.True(t, queued[len(queued)-1].stale())
+	r, _ := p.Rate("api.example")
+	assert.GreaterOrEqual(t, r, regrant*cut)
+	d, _ := p.reserve(req, at)
+	assert.Less(t, d, time.Second, "a new turn is near, not behind the void queue")
 }
 
 // Through a real loopback server: a burst to a new host sends the window's

@@ -485,19 +485,21 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 
 // pace waits for the pacer's token before an attempt, after its backoff:
 // first, while the key is in slow start, for a slot of its window, then
-// for its turn. A wait that would end past the context's deadline is not
-// begun, and the error returned says so; so does a wait the context ends.
+// for its turn. A turn made void while the attempt waits for it (the rate
+// was cut, the key paused or restarted) is given up for a new one. A wait
+// that would end past the context's deadline is not begun, and the error
+// returned says so; so does a wait the context ends.
 func (r *roundTrip) pace(ctx context.Context, attempt int) error {
 	p := r.t.Pacer
 	if r.pacing == nil {
 		r.pacing = p.state(r.req)
 	}
-	slot, err := p.admit(ctx, r.pacing)
-	if err != nil {
-		return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
-	}
-	r.slot = slot
 	for {
+		slot, err := p.admit(ctx, r.pacing)
+		if err != nil {
+			return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
+		}
+		r.slot = slot
 		now := r.now()
 		d, paced := r.pacing.reserveAt(now)
 		r.paced = paced.generation()
@@ -510,7 +512,7 @@ func (r *roundTrip) pace(ctx context.Context, attempt int) error {
 			err := fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
 			return r.giveUp(attempt-1, Undecided, nil, err, StopDeadline)
 		}
-		if err := r.wait(ctx, d); err != nil {
+		if err := r.waitTurn(ctx, d, paced); err != nil {
 			paced.cancel()
 			r.unpace()
 			return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
@@ -518,10 +520,22 @@ func (r *roundTrip) pace(ctx context.Context, attempt int) error {
 		if !paced.stale() {
 			break
 		}
-		// The rate was cut, or the key paused, while the attempt
-		// waited: its turn is void, and it takes one of the new rate.
+		r.unpace() // a slot taken before the key engaged
 	}
 	r.pacing.sent.Add(1) // the sending rate counts attempts sent, not waiting
+	return nil
+}
+
+// waitTurn waits d for the turn res, or until it is void. Only the
+// context's end is an error.
+func (r *roundTrip) waitTurn(ctx context.Context, d time.Duration, res *reservation) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(res.turns, cancel)
+	defer stop()
+	if err := r.wait(wctx, d); err != nil && ctx.Err() != nil {
+		return err
+	}
 	return nil
 }
 
