@@ -50,12 +50,13 @@ const (
 	// defaultInitialWindow is how many attempts a key in slow start may
 	// have unanswered at first: TCP's initial window (RFC 6928).
 	defaultInitialWindow = 10
-	// outageCuts cuts with no success between them are an outage (or a
-	// spent quota), not a rate limit, which lets some requests through:
-	// the rate is cut no further, and a success outageTime or more after
-	// the last one restarts the key.
-	outageCuts = 5
-	outageTime = 500 * time.Millisecond
+	// Cuts with no success between them go no lower than outageShare of
+	// the rate the first of them set: refused so long, the key is in an
+	// outage (or its quota is spent), not over a rate limit, which lets
+	// some requests through. Held there, the rate probes; a success
+	// outageTime or more after the last one restarts the key.
+	outageShare = 0.25
+	outageTime  = 500 * time.Millisecond
 	// slowStartLimit is the longest a key stays in slow start: attempts
 	// that never answer (long polls, a hung server) hold their slots, and
 	// the others must not wait on them for longer than this.
@@ -84,20 +85,23 @@ const (
 // The rate adapts as the AWS SDK's "adaptive" retry mode does, with two
 // measurements added. A throttle of an attempt paced at the rate in force
 // cuts the rate to 0.7 times it ([AdaptCubic]; 0.5 with [AdaptAIMD]), and
-// the turns already handed out are void: their attempts take new turns at
-// the new rate instead of meeting the refusals the old one earned. While a
-// client is refused, the rate at which its requests are still accepted is
-// the server's capacity (as BBR takes the delivery rate for the
-// bottleneck's), so the first cut goes at least as far as 0.9 times it,
-// bringing a cold start's burst down to the server's rate in one cut
-// instead of a dozen, and later cuts go no further than that. Throttles of
+// the turns already handed out are void: their attempts stop waiting and
+// take new turns at the new rate, instead of meeting the refusals the old
+// one earned. While a client is refused, the rate at which its requests
+// are still accepted is the server's capacity (as BBR takes the delivery
+// rate for the bottleneck's), so the first cut goes at least as far as 0.9
+// times it, bringing a cold start's burst down to the server's rate in one
+// cut instead of a dozen, and later cuts go no further than that. Throttles of
 // attempts sent before the cut (or before the Pacer engaged) cut nothing
 // more: one cut answers one burst, as TCP cuts once per window.
 // Successes grow the rate back, along a cubic curve that returns to the
 // old rate and then probes above it ([AdaptCubic]), or by one request per
 // second per second ([AdaptAIMD]); never beyond 1.25 times the rate the
 // client was measured sending at (growth nothing has tested), and never
-// below MinRate. A client that sends less does not lower the rate.
+// below MinRate. A client that sends less does not lower the rate. Once
+// the rate has grown to 1.1 times the rate queued turns were handed out
+// at, they too are void, so that a queue does not hold the client at an
+// old rate.
 //
 // Server hints set the pace before the server has to refuse: a response
 // whose IETF RateLimit field says no quota remains (r=0, or
@@ -106,10 +110,16 @@ const (
 // for that long; after a pause the waiting attempts leave one interval
 // apart, not all at once.
 //
-// A 503 (Service Unavailable) teaches the Pacer nothing about the rate: it
-// signals an overloaded or down server, not a spent quota, and learning a
-// rate from an outage that refuses everything would starve the key once
-// the server is back. Its Retry-After still pauses the key.
+// Every throttled outcome teaches the rate, a 503 (Service Unavailable)
+// included: it is how S3 (SlowDown) and Azure Storage (ServerBusy)
+// throttle. An outage is told apart from a rate limit by what follows,
+// since a limit lets some requests through: cuts with no success between
+// them go no lower than a quarter of the rate the first of them set, where
+// the rate is held, probing (cutting on would learn nothing and push the
+// waiting requests' turns past their deadlines), and the first success
+// half a second or more after the last one starts the key afresh, in slow
+// start, so that the rate it was cut to in the outage does not starve it
+// once the server is back.
 //
 // Against nginx's limit_req at 100 requests/s (429, no Retry-After), 100
 // clients making 3 requests each through one Transport needed 1.06
@@ -174,6 +184,8 @@ type paceState struct {
 	// while after the last one.
 	lastOK      time.Time // the last success (or engaging), engaged
 	cutsSinceOK int       // cuts since then
+	outageBase  float64   // the rate the first of them set
+	holding     bool      // the rate is held at outageShare of outageBase
 
 	// turns is done when the turns handed out are void (see void); nil
 	// until an attempt waits for a turn.
@@ -457,21 +469,21 @@ func (p *Pacer) observeState(s *paceState, slot bool, class Class, resp *http.Re
 		// cut has answered it already. Cutting again for every
 		// attempt of one burst would collapse the rate; TCP too cuts
 		// once per window of data (RFC 5681 §3.1).
-	case class == Throttled && s.cutsSinceOK >= outageCuts:
+	case class == Throttled && s.holding:
 		// Refused again and again, nothing accepted: an outage, or a
 		// quota spent. Cutting on would learn nothing and, with every
 		// turn pushed far out, fail the waiting requests on their
 		// deadlines; the rate in force probes until a success.
 	case class == Throttled:
 		s.throttled(now, p.Adapt, p.minRate())
-	case s.engaged.Load() && s.cutsSinceOK >= outageCuts && now.Sub(s.lastOK) >= outageTime:
+	case s.engaged.Load() && s.holding && now.Sub(s.lastOK) >= outageTime:
 		// The first success after an outage: see restart.
 		s.restart(now, p.initialWindow())
 	case s.engaged.Load():
 		s.succeeded(now, p.Adapt, p.minRate())
 	}
 	if class == Success && s.engaged.Load() {
-		s.lastOK, s.cutsSinceOK = now, 0
+		s.lastOK, s.cutsSinceOK, s.holding = now, 0, false
 	}
 	if hinted && pause > 0 {
 		s.pause(now, pause, p.minRate())
@@ -508,7 +520,7 @@ func (s *paceState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// minElapsed, estimate it.
 	base := s.fill
 	if !s.engaged.Load() {
-		s.lastOK, s.cutsSinceOK = now, 0 // an outage is timed from here
+		s.lastOK, s.cutsSinceOK, s.holding = now, 0, false // an outage is timed from here
 		base = s.measured
 		if base <= 0 {
 			base = float64(s.sent.Load()) / max(now.Sub(s.bucket), minElapsed).Seconds()
@@ -540,6 +552,13 @@ func (s *paceState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// is a cut at all: a rate near the limit was found, and a deep
 		// cut would take seconds of cubic growth to win back.
 		next = max(next, acceptedShare*min(c, base))
+	}
+	switch {
+	case s.cutsSinceOK == 1:
+		s.outageBase = next
+	case next < outageShare*s.outageBase:
+		next = outageShare * s.outageBase
+		s.holding = true
 	}
 	s.cutTo = max(next, minRate)
 	if adapt == AdaptCubic {
@@ -621,7 +640,7 @@ func (s *paceState) restart(now time.Time, initialWindow int) {
 	s.void()
 	s.next, s.fill, s.interval = time.Time{}, 0, 0
 	s.lastMax, s.cutTo, s.window, s.granted = 0, 0, 0, 0
-	s.cutsSinceOK = 0
+	s.cutsSinceOK, s.holding = 0, false
 	// Rates measured in the outage are not the server's either.
 	s.measured, s.accepted, s.sampled = 0, 0, false
 	s.sent.Store(0)

@@ -431,9 +431,9 @@ func TestPacerLearnsFrom503(t *testing.T) {
 	assert.Equal(t, 2*time.Second, d, "a 503's Retry-After pauses the key")
 }
 
-// An outage refuses everything: after outageCuts cuts with no success
-// between them the rate is held, not cut to nothing, and the first success
-// a while later starts the key afresh, in slow start.
+// An outage refuses everything: cuts with no success between them stop at
+// a quarter of the rate the first of them set, and the first success a
+// while later starts the key afresh, in slow start.
 func TestPacerOutage(t *testing.T) {
 	p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
 	req := hostRequest(t, "api.example")
@@ -443,20 +443,22 @@ func TestPacerOutage(t *testing.T) {
 	s.mu.Unlock()
 	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
 	at := now
-	held := math.Inf(1)
-	for i := 0; i < outageCuts+5; i++ {
+	var first float64
+	for i := 0; i < 30; i++ {
 		at = at.Add(50 * time.Millisecond)
 		p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
 		r, _ := p.Rate("api.example")
-		if i < outageCuts {
-			assert.Less(t, r, held, "cut %d", i+1)
-			held = r
-			continue
+		if i == 0 {
+			first = r
 		}
-		assert.Equal(t, held, r, "refusal %d after %d cuts without a success", i+1, outageCuts)
+		require.GreaterOrEqual(t, r, outageShare*first-1e-9, "refusal %d", i+1)
 	}
+	held, _ := p.Rate("api.example")
+	assert.InDelta(t, outageShare*first, held, 1e-9, "the rate is held at a quarter")
 	_, res := p.reserve(req, at)
 	require.NotNil(t, res)
+	p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
+	assert.False(t, res.stale(), "held, a refusal voids no turn")
 
 	// The server is back: the rate learned in the outage is forgotten.
 	at = at.Add(outageTime)
@@ -478,7 +480,7 @@ func TestPacerQuickCutsAreNoOutage(t *testing.T) {
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
 	at := now
-	for i := 0; i < outageCuts; i++ {
+	for i := 0; i < 30; i++ { // enough to hold the rate
 		at = at.Add(2 * time.Millisecond)
 		p.observe(req, Throttled, response(429), curGen(p, req), at, ResetIgnore)
 	}

@@ -86,13 +86,13 @@ func ours(curve func(Config) retry.Backoff, budget bool) func(Config, http.Round
 
 // paced is retry's strategy with its default budget and a Pacer shared by
 // the run's clients, as one process's Transport would share it.
-func paced(curve func(Config) retry.Backoff) func(Config, http.RoundTripper, func(retry.Event)) http.RoundTripper {
+func paced(curve func(Config) retry.Backoff, adapt retry.Adapt) func(Config, http.RoundTripper, func(retry.Event)) http.RoundTripper {
 	return func(cfg Config, base http.RoundTripper, onGiveUp func(retry.Event)) http.RoundTripper {
 		return retry.New(base,
 			retry.WithBackoff(curve(cfg)),
 			retry.WithMaxAttempts(maxAttempts),
 			retry.WithOnGiveUp(onGiveUp),
-			retry.WithPacer(&retry.Pacer{}),
+			retry.WithPacer(&retry.Pacer{Adapt: adapt}),
 		)
 	}
 }
@@ -112,7 +112,8 @@ var Strategies = []Strategy{
 	{Name: "decorrelated", New: ours(decorrelated, false)},
 	{Name: "full-jitter+budget", New: ours(exponential(retry.FullJitter), true), Reissue: true, Backoff: exponential(retry.FullJitter)},
 	{Name: "full-jitter+budget/fail", New: ours(exponential(retry.FullJitter), true)},
-	{Name: "full-jitter+pacer", New: paced(exponential(retry.FullJitter)), Reissue: true, Backoff: exponential(retry.FullJitter)},
+	{Name: "full-jitter+pacer", New: paced(exponential(retry.FullJitter), retry.AdaptCubic), Reissue: true, Backoff: exponential(retry.FullJitter)},
+	{Name: "full-jitter+pacer-aimd", New: paced(exponential(retry.FullJitter), retry.AdaptAIMD), Reissue: true, Backoff: exponential(retry.FullJitter)},
 	{Name: "retryablehttp", New: retryablehttpDefaults},
 	{Name: "failsafe", New: failsafeDefaults},
 }
