@@ -6,8 +6,10 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"sync"
 	"testing"
 
+	"github.com/backoff-jitter/retry"
 	"github.com/hashicorp/go-cleanhttp"
 	"go.uber.org/goleak"
 )
@@ -202,5 +204,58 @@ func TestCopying(t *testing.T) {
 	}
 	if !bytes.Equal(bytes.Join(c.chunks, nil), payload1M) {
 		t.Error("the chunks do not hold the body")
+	}
+}
+
+// BenchmarkColdBurst measures what the Pacer's slow start costs a healthy
+// client: one operation is a burst of 100 concurrent GETs to a host the
+// Pacer has not seen (a new Pacer each time), over connections kept warm,
+// against a loopback server that never throttles. pacer=none is retry
+// without a Pacer, pacer=slow-start the default Pacer, pacer=no-slow-start
+// a Pacer with InitialWindow -1.
+func BenchmarkColdBurst(b *testing.B) {
+	const burst = 100
+	srv := NewServer()
+	defer srv.Close()
+	base := cleanhttp.DefaultPooledTransport()
+	base.MaxIdleConnsPerHost = burst
+	defer base.CloseIdleConnections()
+	pacers := []struct {
+		name string
+		new  func() *retry.Pacer
+	}{
+		{"none", func() *retry.Pacer { return nil }},
+		{"slow-start", func() *retry.Pacer { return &retry.Pacer{} }},
+		{"no-slow-start", func() *retry.Pacer { return &retry.Pacer{InitialWindow: -1} }},
+	}
+	for _, pc := range pacers {
+		b.Run("pacer="+pc.name, func(b *testing.B) {
+			fire := func() {
+				rt := retry.New(base, retry.WithPacer(pc.new()))
+				var wg sync.WaitGroup
+				for range burst {
+					wg.Go(func() {
+						req, err := http.NewRequest("GET", srv.URL, nil)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						resp, err := rt.RoundTrip(req)
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					})
+				}
+				wg.Wait()
+			}
+			fire() // warm the connections
+			b.ResetTimer()
+			for b.Loop() {
+				fire()
+			}
+		})
 	}
 }

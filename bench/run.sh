@@ -9,10 +9,12 @@
 #             and the targets of issue 5, checked
 #   s3copy    S3 over loopback three ways: bare, bare through a reader that
 #             only copies the body as retry does, and retry (also in bench)
+#   coldburst 100 concurrent GETs to a healthy host new to the Pacer:
+#             no Pacer, the Pacer (slow start), the Pacer without slow start
 #   peakrss   peak RSS of one 64 MiB upload through each library
 #   storm     the retry-storm harness (ends within two minutes)
 #
-# Usage: ./run.sh [all|bench|s3copy|peakrss|storm]...   (default: all)
+# Usage: ./run.sh [all|bench|s3copy|coldburst|peakrss|storm]...   (default: all)
 # Environment: COUNT (10), BENCHTIME (0.5s), CPU (1: GOMAXPROCS of the
 # benchmarks), OUT (results).
 #
@@ -44,7 +46,7 @@ machine() {
 	echo "load average (1, 5, 15 min) at the start: $(load)"
 }
 
-if want bench || want s3copy; then
+if want bench || want s3copy || want coldburst; then
 	if ! [ -x "$GOBIN_DIR/benchstat" ]; then
 		GOWORK=off go install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
 	fi
@@ -87,6 +89,16 @@ if want s3copy; then
 	done
 	"$bs" -col '/lib@(bare copy retry)' "$OUT/s3copy.txt" | tee "$OUT/benchstat-s3copy.txt"
 	"$bs" -col '/lib@(copy retry)' "$OUT/s3copy.txt" | tee -a "$OUT/benchstat-s3copy.txt"
+fi
+
+if want coldburst; then
+	step "a cold burst of 100 to a healthy host, with and without the Pacer's slow start: $COUNT rounds"
+	{ machine; echo "command: COUNT=$COUNT BENCHTIME=$BENCHTIME CPU=$CPU ./run.sh coldburst"; } >"$OUT/coldburst-machine.txt"
+	: >"$OUT/coldburst.txt"
+	for i in $(seq "$COUNT"); do
+		bench '^BenchmarkColdBurst$' "$OUT/coldburst.txt"
+	done
+	"$bs" -col '/pacer@(none slow-start no-slow-start)' "$OUT/coldburst.txt" | tee "$OUT/benchstat-coldburst.txt"
 fi
 
 if want peakrss; then

@@ -7,6 +7,11 @@
 //
 //	go run ./pacing                 # an in-process token-bucket server
 //	go run ./pacing -server nginx   # a real nginx limit_req (installed from Debian if absent)
+//	go run ./pacing -rounds 1 -svg pacing.svg -series series.csv
+//
+// The server records when each attempt arrived and how it was answered:
+// -series writes the attempts accepted and refused per interval of every
+// run, and -svg draws those of each strategy's first run as a chart.
 //
 // Every request has a deadline and every run a time limit; traffic goes to
 // 127.0.0.1 only.
@@ -19,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -37,6 +43,7 @@ import (
 	"golang.org/x/time/rate"
 )
 
+// config is the command line.
 type config struct {
 	server   string
 	clients  int
@@ -44,6 +51,9 @@ type config struct {
 	rate     float64
 	rounds   int
 	csv      string
+	series   string        // CSV of attempts per interval, or ""
+	svg      string        // chart of the first round, or ""
+	interval time.Duration // width of the intervals of series and svg
 	install  bool
 	limit    time.Duration
 }
@@ -56,6 +66,9 @@ func main() {
 	flag.Float64Var(&c.rate, "rate", 100, "the server's limit, requests per second")
 	flag.IntVar(&c.rounds, "rounds", 3, "runs of each strategy (the table shows their mean)")
 	flag.StringVar(&c.csv, "csv", "", "write one row per run to this CSV file")
+	flag.StringVar(&c.series, "series", "", "write the attempts accepted and refused per interval of every run to this CSV file")
+	flag.StringVar(&c.svg, "svg", "", "write a chart of the attempts per interval of each strategy's first run to this SVG file")
+	flag.DurationVar(&c.interval, "interval", 100*time.Millisecond, "width of the intervals of -series and -svg (whole milliseconds, 10ms to 10s)")
 	flag.BoolVar(&c.install, "install", true, "with -server nginx, install nginx-light with apt-get when it is absent")
 	flag.DurationVar(&c.limit, "limit", 60*time.Second, "time limit of one run")
 	flag.Parse()
@@ -69,6 +82,8 @@ func main() {
 	}
 }
 
+// validate reports the first flag value out of range, or an output file
+// whose directory does not exist (better now than after the runs).
 func (c config) validate() error {
 	switch {
 	case c.server != "fake" && c.server != "nginx":
@@ -83,6 +98,32 @@ func (c config) validate() error {
 		return fmt.Errorf("-rounds %d: want 1 to 20", c.rounds)
 	case c.limit <= 0:
 		return fmt.Errorf("-limit %v: want a positive duration", c.limit)
+	case c.interval < 10*time.Millisecond || c.interval > 10*time.Second || c.interval%time.Millisecond != 0:
+		return fmt.Errorf("-interval %v: want whole milliseconds from 10ms to 10s", c.interval)
+	}
+	for _, f := range []struct{ flag, path string }{{"-csv", c.csv}, {"-series", c.series}, {"-svg", c.svg}} {
+		if err := checkOutput(f.path); err != nil {
+			return fmt.Errorf("%s %s: %w", f.flag, f.path, err)
+		}
+	}
+	return nil
+}
+
+// checkOutput reports whether a file could be created at path: its
+// directory must exist. An empty path (no output) is fine.
+func checkOutput(path string) error {
+	if path == "" {
+		return nil
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no such directory %s", dir)
+	} else if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
 	}
 	return nil
 }
@@ -104,12 +145,15 @@ type result struct {
 	strategy string
 	round    int
 	requests int
-	attempts int64 // sent by the clients, as the server saw them
-	refused  int64 // answered 429
-	failed   int   // requests that did not end in a 200
+	attempts int64   // sent by the clients, as the server saw them
+	refused  int64   // answered 429
+	failed   int     // requests that did not end in a 200
+	events   []event // every attempt the server saw, in order of arrival
 	elapsed  time.Duration
 }
 
+// run runs every strategy c.rounds times against one server, prints the
+// table to out and writes the files the flags ask for.
 func run(c config, out io.Writer) error {
 	srv, err := startServer(c)
 	if err != nil {
@@ -135,12 +179,29 @@ func run(c config, out io.Writer) error {
 		}
 	}
 	report(out, c, ideal, results)
+	return writeFiles(c, srv.name(), results)
+}
+
+// writeFiles writes the CSV files and the chart the flags ask for.
+func writeFiles(c config, serverName string, results []result) error {
 	if c.csv != "" {
-		return writeCSV(c.csv, results)
+		if err := writeCSV(c.csv, results); err != nil {
+			return err
+		}
+	}
+	if c.series != "" {
+		if err := writeSeries(c.series, results, c.interval); err != nil {
+			return err
+		}
+	}
+	if c.svg != "" {
+		return writeSVG(c.svg, figureOf(c, serverName, results))
 	}
 	return nil
 }
 
+// runOnce runs one strategy once: c.clients goroutines each make
+// c.requests requests, one after another, through one shared Transport.
 func runOnce(c config, srv server, s strategy) (result, error) {
 	base := cleanhttp.DefaultPooledTransport()
 	base.MaxIdleConnsPerHost = c.clients
@@ -157,7 +218,10 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	}
 	client := &http.Client{Transport: retry.New(base, opts...)}
 
-	before := srv.counts()
+	mark, err := srv.mark()
+	if err != nil {
+		return result{}, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.limit)
 	defer cancel()
 	var failed atomic.Int64
@@ -176,17 +240,23 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	after := srv.counts()
+	events, err := srv.since(mark, start)
+	if err != nil {
+		return result{}, err
+	}
+	n := countEvents(events)
 	return result{
 		strategy: s.name,
 		requests: c.clients * c.requests,
-		attempts: after.attempts - before.attempts,
-		refused:  after.refused - before.refused,
+		attempts: n.attempts,
+		refused:  n.refused,
 		failed:   int(failed.Load()),
+		events:   events,
 		elapsed:  elapsed,
 	}, nil
 }
 
+// get makes one request and reports whether it ended in a 200.
 func get(ctx context.Context, client *http.Client, url string) bool {
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
 	if err != nil {
@@ -201,6 +271,7 @@ func get(ctx context.Context, client *http.Client, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// report prints the table: each strategy's mean over its runs.
 func report(out io.Writer, c config, ideal time.Duration, results []result) {
 	type agg struct {
 		attempts, refused float64
@@ -232,6 +303,7 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 	tw.Flush()
 }
 
+// writeCSV writes one row per run.
 func writeCSV(path string, results []result) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -251,23 +323,34 @@ func writeCSV(path string, results []result) error {
 	return f.Close()
 }
 
-// server is the rate-limited server under test.
+// server is the rate-limited server under test. It records every attempt
+// it sees, for the whole of its life; mark and since cut one run out of
+// that record.
 type server interface {
 	name() string
 	url() string
-	counts() counts
+	// mark returns the position of the end of the record, for since.
+	mark() (int64, error)
+	// since returns the attempts recorded after mark, timed from start.
+	since(mark int64, start time.Time) ([]event, error)
 	close()
 }
-
-type counts struct{ attempts, refused int64 }
 
 // fakeServer refuses with 429 whatever exceeds a token bucket of rate
 // requests per second with a burst of one: nginx's limit_req without burst.
 type fakeServer struct {
-	srv               *http.Server
-	ln                net.Listener
-	lim               *rate.Limiter
-	attempts, refused atomic.Int64
+	srv *http.Server
+	ln  net.Listener
+	lim *rate.Limiter
+
+	mu   sync.Mutex
+	hits []hit // every attempt, in order of arrival
+}
+
+// hit is one attempt the fake server answered.
+type hit struct {
+	at     time.Time
+	status int
 }
 
 func startServer(c config) (server, error) {
@@ -284,24 +367,55 @@ func startServer(c config) (server, error) {
 	return f, nil
 }
 
+// ServeHTTP answers 200, or 429 over the rate, and records the attempt
+// before answering, so that a run's record is complete when its last
+// response arrives.
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.attempts.Add(1)
+	status := http.StatusOK
 	if !f.lim.Allow() {
-		f.refused.Add(1)
-		w.WriteHeader(http.StatusTooManyRequests)
+		status = http.StatusTooManyRequests
+	}
+	f.mu.Lock()
+	f.hits = append(f.hits, hit{at: time.Now(), status: status})
+	f.mu.Unlock()
+	if status != http.StatusOK {
+		w.WriteHeader(status)
 		return
 	}
 	io.WriteString(w, "ok\n")
 }
 
-func (f *fakeServer) name() string   { return "an in-process token bucket" }
-func (f *fakeServer) url() string    { return "http://" + f.ln.Addr().String() + "/" }
-func (f *fakeServer) counts() counts { return counts{f.attempts.Load(), f.refused.Load()} }
-func (f *fakeServer) close()         { f.srv.Close() }
+func (f *fakeServer) name() string { return "an in-process token bucket" }
+func (f *fakeServer) url() string  { return "http://" + f.ln.Addr().String() + "/" }
+func (f *fakeServer) close()       { f.srv.Close() }
+
+// mark returns the number of attempts recorded so far.
+func (f *fakeServer) mark() (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int64(len(f.hits)), nil
+}
+
+// since returns the attempts recorded after the first mark of them, timed
+// from start.
+func (f *fakeServer) since(mark int64, start time.Time) ([]event, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if mark < 0 || mark > int64(len(f.hits)) {
+		return nil, fmt.Errorf("mark %d outside the record of %d attempts", mark, len(f.hits))
+	}
+	var evs []event
+	for _, h := range f.hits[mark:] {
+		evs = append(evs, event{at: h.at.Sub(start), status: h.status})
+	}
+	return evs, nil
+}
 
 // nginxServer is a real nginx with limit_req, started on loopback with a
-// config written to a temporary directory. It counts attempts from its
-// access log.
+// config written to a temporary directory. It records attempts in its
+// access log, one line each: the time of the log write ($msec, wall-clock
+// seconds to the millisecond) and the status. For these tiny responses the
+// log write follows the request's arrival within the millisecond.
 type nginxServer struct {
 	dir  string
 	addr string
@@ -314,7 +428,8 @@ pid {{dir}}/nginx.pid;
 error_log {{dir}}/error.log warn;
 events { worker_connections 4096; }
 http {
-	access_log {{dir}}/access.log combined;
+	log_format timed '$msec $status';
+	access_log {{dir}}/access.log timed;
 	client_body_temp_path {{dir}}/body;
 	proxy_temp_path {{dir}}/proxy;
 	fastcgi_temp_path {{dir}}/fastcgi;
@@ -407,25 +522,50 @@ func installNginx() error {
 func (n *nginxServer) name() string { return "nginx limit_req" }
 func (n *nginxServer) url() string  { return "http://" + n.addr + "/" }
 
-// counts reads the access log: one line per request, the status in the
-// ninth field of the combined format.
-func (n *nginxServer) counts() counts {
-	b, err := os.ReadFile(filepath.Join(n.dir, "access.log"))
+// logPath is the access log, which accumulates over every run.
+func (n *nginxServer) logPath() string { return filepath.Join(n.dir, "access.log") }
+
+// mark returns the size of the access log: nginx creates it empty at start.
+func (n *nginxServer) mark() (int64, error) {
+	fi, err := os.Stat(n.logPath())
 	if err != nil {
-		return counts{}
+		return 0, fmt.Errorf("nginx access log: %w", err)
 	}
-	var c counts
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 9 {
-			continue
-		}
-		c.attempts++
-		if f[8] == "429" {
-			c.refused++
-		}
+	return fi.Size(), nil
+}
+
+// since waits for the access log to settle, then parses the lines written
+// after mark, timed from start.
+func (n *nginxServer) since(mark int64, start time.Time) ([]event, error) {
+	n.settle()
+	f, err := os.Open(n.logPath())
+	if err != nil {
+		return nil, fmt.Errorf("nginx access log: %w", err)
 	}
-	return c
+	defer f.Close()
+	if _, err := f.Seek(mark, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("nginx access log: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("nginx access log: %w", err)
+	}
+	return parseLog(b, start.UnixMilli(), time.Now().UnixMilli()), nil
+}
+
+// settle waits, for a second at most, until the access log has not grown
+// for logQuiet: nginx logs a request just after sending its response, so
+// the last lines of a run may lag its last response.
+func (n *nginxServer) settle() {
+	const logQuiet = 30 * time.Millisecond
+	last := int64(-1)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(logQuiet) {
+		size, err := n.mark()
+		if err != nil || size == last {
+			return
+		}
+		last = size
+	}
 }
 
 func (n *nginxServer) close() {
