@@ -396,15 +396,15 @@ func TestPacerColdStartCutsToAcceptedRate(t *testing.T) {
 		p.reserve(req, pacerEpoch) // a burst: 1000 attempts at once
 	}
 	at := pacerEpoch
-	for i := 0; i < 5; i++ { // five accepted within 10ms
-		at = at.Add(2 * time.Millisecond)
+	for i := 0; i < 10; i++ { // ten accepted within 10ms
+		at = at.Add(time.Millisecond)
 		p.observe(req, Success, response(200), 0, at, ResetIgnore)
 	}
 	p.observe(req, Throttled, response(429), 0, at, ResetIgnore)
 	r, engaged := p.Rate("api.example")
 	require.True(t, engaged)
-	// Five successes in the 10ms measured: 500/s, of which 0.9 is kept.
-	assert.InDelta(t, acceptedShare*500, r, 1e-6)
+	// Ten successes in the 10ms measured: 1000/s, of which 0.9 is kept.
+	assert.InDelta(t, acceptedShare*1000, r, 1e-6)
 
 	// The burst's other refusals were not paced: they cut nothing more.
 	for i := 0; i < 50; i++ {
@@ -412,6 +412,22 @@ func TestPacerColdStartCutsToAcceptedRate(t *testing.T) {
 	}
 	r2, _ := p.Rate("api.example")
 	assert.Equal(t, r, r2)
+}
+
+// A handful of successes is no rate: the cut ignores a current bucket of
+// fewer than minSamples successes, which would make a rate of anything.
+func TestPacerFewSuccessesAreNoRate(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	for i := 0; i < 100; i++ {
+		p.reserve(req, pacerEpoch)
+	}
+	at := pacerEpoch.Add(time.Millisecond)
+	p.observe(req, Success, response(200), 0, at, ResetIgnore) // one in 10ms: "100/s"
+	p.observe(req, Throttled, response(429), 0, at, ResetIgnore)
+	r, _ := p.Rate("api.example")
+	// 100 attempts in the 10ms measured: 10000/s, cut to 0.7 times.
+	assert.InDelta(t, cubicBeta*10000, r, 1e-6)
 }
 
 // A 503 while requests still get through is a throttle like a 429 (S3's
@@ -431,21 +447,21 @@ func TestPacerLearnsFrom503(t *testing.T) {
 	assert.Equal(t, 2*time.Second, d, "a 503's Retry-After pauses the key")
 }
 
-// An outage refuses everything: cuts with no success between them stop at
-// a quarter of the rate the first of them set, and the first success a
-// while later starts the key afresh, in slow start.
-func TestPacerOutage(t *testing.T) {
+// An outage at a cold start refuses everything from the first attempt:
+// the cuts stop at a quarter of the rate the first one set (so that the
+// waiting requests keep turns within their deadlines), and the first
+// success starts the key afresh, in slow start.
+func TestPacerColdOutage(t *testing.T) {
 	p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
 	req := hostRequest(t, "api.example")
 	s := p.state(req)
-	s.mu.Lock()
-	s.slow.Store(false) // as after a slow start that ended in successes
-	s.mu.Unlock()
-	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
-	at := now
+	for i := 0; i < 10; i++ {
+		p.reserve(req, pacerEpoch)
+	}
+	at := pacerEpoch
 	var first float64
 	for i := 0; i < 30; i++ {
-		at = at.Add(50 * time.Millisecond)
+		at = at.Add(20 * time.Millisecond)
 		p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
 		r, _ := p.Rate("api.example")
 		if i == 0 {
@@ -461,7 +477,7 @@ func TestPacerOutage(t *testing.T) {
 	assert.False(t, res.stale(), "held, a refusal voids no turn")
 
 	// The server is back: the rate learned in the outage is forgotten.
-	at = at.Add(outageTime)
+	at = at.Add(time.Millisecond)
 	p.observe(req, Success, response(200), curGen(p, req), at, ResetIgnore)
 	_, engaged := p.Rate("api.example")
 	assert.False(t, engaged)
@@ -471,6 +487,76 @@ func TestPacerOutage(t *testing.T) {
 	s.mu.Lock()
 	assert.Zero(t, s.measured)
 	s.mu.Unlock()
+}
+
+// An outage after successes: the rate comes down (nothing is held), and a
+// success after a silence of ten times the usual spacing of successes, and
+// at least outageTime, restarts the key.
+func TestPacerOutageAfterSuccesses(t *testing.T) {
+	p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
+	at := now
+	for i := 0; i < 60; i++ {
+		at = at.Add(50 * time.Millisecond)
+		p.observe(req, Throttled, response(503), curGen(p, req), at, ResetIgnore)
+	}
+	r, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	assert.Less(t, r, 10.0, "three seconds of refusals bring the rate down")
+	p.observe(req, Success, response(200), curGen(p, req), at, ResetIgnore)
+	_, engaged = p.Rate("api.example")
+	assert.False(t, engaged, "100/s before, silent for 3s: an outage, over")
+}
+
+// A limiter that admits its quota at the start of each window is silent
+// for the rest of it: at 5 requests/s, a second without a success is no
+// outage, and the key keeps what it learned. Ten spacings (2 s) are.
+func TestPacerWindowSilenceIsNoOutage(t *testing.T) {
+	for _, tt := range []struct {
+		silence time.Duration
+		restart bool
+	}{
+		{time.Second, false},
+		{2500 * time.Millisecond, true},
+	} {
+		t.Run(tt.silence.String(), func(t *testing.T) {
+			p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
+			req := hostRequest(t, "api.example")
+			last := sendAt(p, req, pacerEpoch, 5, 3*time.Second).Add(-200 * time.Millisecond)
+			at := last
+			for i := 0; i < 5; i++ {
+				at = at.Add(time.Millisecond)
+				p.observe(req, Throttled, response(400), curGen(p, req), at, ResetIgnore)
+			}
+			p.observe(req, Success, response(200), curGen(p, req), last.Add(tt.silence), ResetIgnore)
+			_, engaged := p.Rate("api.example")
+			assert.Equal(t, !tt.restart, engaged)
+		})
+	}
+}
+
+// Refusals right after a cold start's first successes follow no measured
+// rate of successes: a silence after them cannot be told from a window
+// limiter's, and restarts nothing.
+func TestPacerColdSilenceIsNoOutage(t *testing.T) {
+	p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
+	req := hostRequest(t, "api.example")
+	for i := 0; i < 10; i++ {
+		p.reserve(req, pacerEpoch)
+	}
+	at := pacerEpoch
+	for i := 0; i < 5; i++ { // the window's quota, at once
+		at = at.Add(time.Millisecond)
+		p.observe(req, Success, response(200), 0, at, ResetIgnore)
+	}
+	for i := 0; i < 20; i++ {
+		at = at.Add(time.Millisecond)
+		p.observe(req, Throttled, response(400), curGen(p, req), at, ResetIgnore)
+	}
+	p.observe(req, Success, response(200), curGen(p, req), pacerEpoch.Add(5*time.Second), ResetIgnore)
+	_, engaged := p.Rate("api.example")
+	assert.True(t, engaged)
 }
 
 // Cuts answered quickly, with successes slower to come (a cold start's
