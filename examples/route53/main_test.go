@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 // fake allows, and every replay carried the signature the SDK made once.
 func TestRun(t *testing.T) {
 	var out bytes.Buffer
-	res, err := run(context.Background(), &out, false)
+	res, err := run(context.Background(), &out, options{workers: defaultWorkers})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -40,18 +40,25 @@ func TestRun(t *testing.T) {
 	t.Run("waits", func(t *testing.T) { checkWaits(t, res) })
 	t.Run("server", func(t *testing.T) { checkServer(t, res) })
 	t.Run("output", func(t *testing.T) {
-		for _, want := range []string{
+		checkOutput(t, out.String(),
 			"*types.InvalidInput InvalidInput: 1 validation error detected",
 			"50 by 10 goroutines",
 			"50 succeeded, 0 failed",
 			"Throttling, wait ",
 			"0 signatures refused",
-		} {
-			if !strings.Contains(out.String(), want) {
-				t.Errorf("output lacks %q:\n%s", want, out.String())
-			}
-		}
+			"pacer:    off",
+		)
 	})
+}
+
+// checkOutput reports each of wants that out lacks.
+func checkOutput(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
 }
 
 func checkInvalid(t *testing.T, res *result) {
@@ -72,8 +79,8 @@ func checkInvalid(t *testing.T, res *result) {
 }
 
 func checkCalls(t *testing.T, res *result) {
-	if len(res.calls) != workers*callsPerWorker {
-		t.Fatalf("%d calls; want %d", len(res.calls), workers*callsPerWorker)
+	if len(res.calls) != res.workers*callsPerWorker {
+		t.Fatalf("%d calls; want %d", len(res.calls), res.workers*callsPerWorker)
 	}
 	ops := map[string]int{}
 	for _, c := range res.calls {
@@ -90,7 +97,9 @@ func checkCalls(t *testing.T, res *result) {
 			t.Errorf("call #%d %s: the server got %d requests; the Transport reports %d attempts", c.n, c.op, got, c.attempts())
 		}
 	}
-	want := map[string]int{"ChangeResourceRecordSets": 20, "GetChange": 20, "ListHostedZones": 10}
+	// Each worker changes two zones, looks at each change, and lists the
+	// zones once.
+	want := map[string]int{"ChangeResourceRecordSets": 2 * res.workers, "GetChange": 2 * res.workers, "ListHostedZones": res.workers}
 	for op, n := range want {
 		if ops[op] != n {
 			t.Errorf("%d %s calls; want %d", ops[op], op, n)
@@ -177,7 +186,7 @@ func checkServer(t *testing.T, res *result) {
 // 400ms, callers queueing for Route 53's 5 requests a second run out of
 // attempts.
 func TestDefaultsRunOut(t *testing.T) {
-	res, err := run(context.Background(), io.Discard, true)
+	res, err := run(context.Background(), io.Discard, options{workers: defaultWorkers, defaults: true})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -194,6 +203,125 @@ func TestDefaultsRunOut(t *testing.T) {
 	if !errors.As(res.invalid.err, &invalid) {
 		t.Errorf("invalid change: %v; want *types.InvalidInput with the defaults too", res.invalid.err)
 	}
+}
+
+// TestPacer runs the program as `go run . -workers 5 -pacer` does: the
+// Pacer, keyed by the account, learns a rate near Route 53's 5 requests a
+// second, and every call succeeds. (Five workers, not ten, keep the test
+// short: the run takes some 6 seconds, against 13 to 14 for ten.)
+func TestPacer(t *testing.T) {
+	var out bytes.Buffer
+	res, err := run(context.Background(), &out, options{workers: 5, pacer: true})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	t.Run("calls", func(t *testing.T) { checkCalls(t, res) })
+	t.Run("server", func(t *testing.T) { checkServer(t, res) })
+	t.Run("rate", func(t *testing.T) {
+		rate, ok := res.learnedRate()
+		if !ok {
+			t.Fatalf("the Pacer never engaged for %s", accessKey)
+		}
+		if rate < 1 || rate > 10 {
+			t.Errorf("the Pacer learned %.2f requests/s; want 1 to 10 (the limit is %d)", rate, ratePerSecond)
+		}
+		if len(res.rates) == 0 {
+			t.Errorf("no samples of the Pacer's rate")
+		}
+	})
+	t.Run("output", func(t *testing.T) {
+		checkOutput(t, out.String(),
+			"25 by 5 goroutines",
+			"25 succeeded, 0 failed",
+			"and a Pacer keyed by the access key ID",
+			"pacer:    on, learned ",
+			"pacer rate",
+		)
+	})
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tt := range []struct {
+		workers int
+		ok      bool
+	}{{-1, false}, {0, false}, {1, true}, {defaultWorkers, true}, {maxWorkers, true}, {maxWorkers + 1, false}} {
+		err := options{workers: tt.workers}.validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("workers %d: validate() = %v; want ok %v", tt.workers, err, tt.ok)
+		}
+	}
+	if _, err := run(context.Background(), io.Discard, options{}); err == nil {
+		t.Errorf("run with 0 workers: no error")
+	}
+}
+
+func TestAccessKeyID(t *testing.T) {
+	const sig = "Signature=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	tests := []struct {
+		header string
+		want   string // "" for none
+	}{
+		{"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20260101/us-east-1/route53/aws4_request, SignedHeaders=host;x-amz-date, " + sig, "AKIAIOSFODNN7EXAMPLE"},
+		{"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20260101/us-east-1/route53/aws4_request,SignedHeaders=host," + sig, "AKIAIOSFODNN7EXAMPLE"},
+		{"AWS4-HMAC-SHA256 SignedHeaders=host, Credential=ASIAEXAMPLE/20260101/us-east-1/route53/aws4_request, " + sig, "ASIAEXAMPLE"},
+		{"AWS4-ECDSA-P256-SHA256 Credential=AKIDSIGV4A/20260101/route53/aws4_request, SignedHeaders=host, " + sig, "AKIDSIGV4A"},
+		{"", ""},
+		{"AWS4-HMAC-SHA256", ""},
+		{"AWS4-HMAC-SHA256 ", ""},
+		{"AWS4-HMAC-SHA256 Credential=", ""},
+		{"AWS4-HMAC-SHA256 Credential=/20260101/us-east-1/route53/aws4_request", ""},
+		{"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE", ""},
+		{"AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/", ""},
+		{"AWS4-HMAC-SHA256 SignedHeaders=host, " + sig, ""},
+		{"Bearer Credential=AKIAIOSFODNN7EXAMPLE/20260101/us-east-1/route53/aws4_request", ""},
+		{"Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==", ""},
+		{"AWS AKIAIOSFODNN7EXAMPLE:frJIUN8DYpKDtOLCwo//yllqDzg=", ""}, // SigV2: no Credential
+		{"AWS4-HMAC-SHA256 Credential=AKIA EXAMPLE/20260101/us-east-1/route53/aws4_request", ""},
+		{"AWS4-HMAC-SHA256 ,,, , Credential=AKID/x", "AKID"},
+	}
+	for _, tt := range tests {
+		got, ok := accessKeyID(tt.header)
+		if got != tt.want || ok != (tt.want != "") {
+			t.Errorf("accessKeyID(%q) = %q, %v; want %q, %v", tt.header, got, ok, tt.want, tt.want != "")
+		}
+	}
+}
+
+func TestAccountKey(t *testing.T) {
+	signed, _ := http.NewRequest(http.MethodGet, "https://route53.amazonaws.com/2013-04-01/hostedzone", nil)
+	signed.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20260101/us-east-1/route53/aws4_request, SignedHeaders=host, Signature=00")
+	unsigned, _ := http.NewRequest(http.MethodGet, "https://route53.amazonaws.com/2013-04-01/hostedzone", nil)
+	malformed := unsigned.Clone(context.Background())
+	malformed.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential=")
+	noURL := &http.Request{Host: "example.net", Header: http.Header{}}
+	for _, tt := range []struct {
+		name string
+		req  *http.Request
+		want string
+	}{
+		{"signed", signed, "AKIAIOSFODNN7EXAMPLE"},
+		{"unsigned", unsigned, "route53.amazonaws.com"},
+		{"malformed", malformed, "route53.amazonaws.com"},
+		{"no URL", noURL, "example.net"},
+	} {
+		if got := accountKey(tt.req); got != tt.want {
+			t.Errorf("%s: accountKey = %q; want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzAccessKeyID: no header makes accessKeyID panic, and an ID it returns
+// is a non-empty part of the header without spaces, commas or slashes.
+func FuzzAccessKeyID(f *testing.F) {
+	f.Add("AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20260101/us-east-1/route53/aws4_request, SignedHeaders=host, Signature=00")
+	f.Add("AWS4- Credential=/")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, header string) {
+		id, ok := accessKeyID(header)
+		if ok != (id != "") || !strings.Contains(header, id) || strings.ContainsAny(id, " \t,/") {
+			t.Errorf("accessKeyID(%q) = %q, %v", header, id, ok)
+		}
+	})
 }
 
 // requestsOf returns the requests of call c in the server's log.

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,7 +38,10 @@ func summarize(out io.Writer, r *result) {
 	failed, notMade := r.failed(), r.notMade()
 	fmt.Fprintf(out, "\nSummary\n")
 	fmt.Fprintf(out, "  calls:    %d by %d goroutines in %.1fs: %d succeeded, %d failed",
-		len(r.calls), workers, r.elapsed.Seconds(), len(r.calls)-failed, failed-notMade)
+		len(r.calls), r.workers, r.elapsed.Seconds(), len(r.calls)-failed, failed-notMade)
+	if stops := r.stops(); len(stops) > 0 {
+		fmt.Fprintf(out, " (%s)", counts(stops))
+	}
 	if notMade > 0 {
 		fmt.Fprintf(out, ", %d not made", notMade)
 	}
@@ -61,6 +66,83 @@ func summarize(out io.Writer, r *result) {
 		s.closestGap.Seconds(), s.replays)
 	fmt.Fprintf(out, "            the oldest %.1fs after its X-Amz-Date (a signature lasts %v); %d signatures refused\n",
 		s.oldestReplay.Seconds(), signatureLifetime, s.badSignatures)
+	fmt.Fprintf(out, "  throttled: %d attempts answered 400 Throttling\n", s.refused["Throttling"])
+	fmt.Fprintf(out, "  pacer:    %s\n", pacerSummary(r))
+	perSecond(out, r)
+}
+
+// pacerSummary says whether the Pacer was on and what rate it learned.
+func pacerSummary(r *result) string {
+	if r.pacer == nil {
+		return "off"
+	}
+	rate, ok := r.learnedRate()
+	if !ok {
+		return fmt.Sprintf("on, never engaged for %s: nothing throttled", accessKey)
+	}
+	msg := fmt.Sprintf("on, learned %.2f requests/s for %s", rate, accessKey)
+	lowest := math.Inf(1)
+	for _, s := range r.rates {
+		if s.engaged {
+			lowest = min(lowest, s.rate)
+		}
+	}
+	if !math.IsInf(lowest, 1) {
+		msg += fmt.Sprintf(" (as low as %.2f during the calls)", lowest)
+	}
+	return msg
+}
+
+// perSecond prints, for each second of the calls, how many requests the
+// server admitted, how many of those it answered PriorRequestNotComplete,
+// how many it throttled and, with a Pacer, the Pacer's rate at the end of
+// the second.
+func perSecond(out io.Writer, r *result) {
+	n := int(r.elapsed/time.Second) + 1
+	admitted, prior, throttled := make([]int, n), make([]int, n), make([]int, n)
+	for _, s := range r.log {
+		i := int(s.At.Sub(r.start) / time.Second)
+		if i < 0 || i >= n {
+			continue
+		}
+		if s.Admitted() {
+			admitted[i]++
+		}
+		switch s.Code {
+		case "Throttling":
+			throttled[i]++
+		case "PriorRequestNotComplete":
+			prior[i]++
+		}
+	}
+	rates := make([]string, n)
+	for i := range rates {
+		rates[i] = "-"
+	}
+	for _, s := range r.rates {
+		if i := int(s.at / time.Second); i < n && s.engaged {
+			rates[i] = fmt.Sprintf("%.1f", s.rate) // the last sample of the second wins
+		}
+	}
+	const perRow = 20
+	fmt.Fprintf(out, "  each second of the calls (prior: admitted, answered PriorRequestNotComplete):\n")
+	for lo := 0; lo < n; lo += perRow {
+		hi := min(lo+perRow, n)
+		row := func(name string, cell func(i int) string) {
+			fmt.Fprintf(out, "    %-11s", name)
+			for i := lo; i < hi; i++ {
+				fmt.Fprintf(out, "%5s", cell(i))
+			}
+			fmt.Fprintln(out)
+		}
+		row("second", func(i int) string { return strconv.Itoa(i) })
+		row("admitted", func(i int) string { return strconv.Itoa(admitted[i]) })
+		row("prior", func(i int) string { return strconv.Itoa(prior[i]) })
+		row("throttled", func(i int) string { return strconv.Itoa(throttled[i]) })
+		if r.pacer != nil {
+			row("pacer rate", func(i int) string { return rates[i] })
+		}
+	}
 }
 
 // serverView is what the fake saw of a run.
