@@ -80,10 +80,11 @@ const (
 // a cold start's burst against a rate limit is refused ten attempts at a
 // time, not a hundred (see the figures below).
 //
-// After slow start a Pacer is idle, at the cost of one atomic load per
-// attempt, until the key's first throttled outcome. From then on every
-// attempt waits for its turn: turns are handed out first come, first
-// served, one interval (1/rate) apart, after any backoff.
+// After slow start a Pacer is idle, at the cost of a few atomic
+// operations and no allocation per attempt, until the key's first
+// throttled outcome. From then on every attempt waits for its turn:
+// turns are handed out first come, first served, one interval (1/rate)
+// apart, after any backoff.
 //
 // The rate adapts as the AWS SDK's "adaptive" retry mode does, with two
 // measurements added. A throttle of an attempt paced at the rate in force
