@@ -173,7 +173,7 @@ type paceState struct {
 	bucketEnd atomic.Int64
 
 	mu       sync.Mutex
-	gen      uint64        // the rate's generation: 1 when engaged, +1 per cut
+	gen      uint64        // the turns' generation: +1 whenever they are void (see void)
 	next     time.Time     // when the next token is due
 	interval time.Duration // between tokens: 1/fill
 	fill     float64       // the rate in force, requests per second
@@ -267,8 +267,8 @@ func (p *Pacer) Validate() error {
 // reports whether the attempt took one; the slot is given back by
 // [Pacer.observeState] or [paceState.release]. Out of slow start it
 // returns at once: on a key that has left it, at the cost of one atomic
-// load. The wait ends with ctx, and is never longer than slowStartLimit
-// after the key's first attempt.
+// load. The wait ends with ctx, and slow start itself ends no later than
+// slowStartLimit after its first attempt.
 func (p *Pacer) admit(ctx context.Context, s *paceState) (bool, error) {
 	if !s.slow.Load() {
 		return false, nil
@@ -357,17 +357,19 @@ func (s *paceState) wakeAll() {
 // reserveAt takes a token for an attempt about to be sent at time now,
 // and returns how long the attempt must wait for it. A pacer that has not
 // engaged for the key returns 0 and a nil reservation, at the cost of one
-// atomic add. cancel gives the token back when the attempt is not sent.
+// atomic load. cancel gives the token back when the attempt is not sent.
 //
 // Tokens are handed out first come, first served, one interval apart:
 // each at the later of now and the previous token's time plus the
 // interval (virtual scheduling, the GCRA of ATM networks, with a burst of
-// one). A change of rate applies to the tokens handed out after it, so
-// attempts already waiting keep their places and no two are ever due
-// closer than an interval. A [golang.org/x/time/rate.Limiter] does not
-// fit here: changing its limit re-prices the tokens owed, and new
-// reservations then fall between those already handed out, so the paced
-// attempts arrive in clumps that a strict limiter refuses. Tokens are
+// one). A cut, a pause or a large growth of the rate voids the tokens
+// handed out before it and starts the schedule again (see reschedule):
+// their attempts wake and take new tokens, so no two tokens of one
+// schedule are ever due closer than its interval. A
+// [golang.org/x/time/rate.Limiter] does not fit here: changing its limit
+// re-prices the tokens owed, and new reservations then fall between those
+// already handed out, so the paced attempts arrive in clumps that a
+// strict limiter refuses. Tokens are
 // taken at the time of sending, after any backoff, as in the AWS SDK's
 // adaptive mode.
 func (s *paceState) reserveAt(now time.Time) (time.Duration, *reservation) {
@@ -591,12 +593,8 @@ func (s *paceState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		s.window = math.Cbrt(max(base-next, 0) / cubicScale)
 	}
 	s.setRate(next, minRate)
-	s.granted = s.fill
-	// The server has just said it is over its limit: the schedule starts
-	// again one interval from now. The turns handed out at the old rate
-	// are void: their attempts take new ones when they wake (see
-	// [reservation.stale]), and the refusals they would meet are saved.
-	s.next = now.Add(s.interval)
+	// The turns handed out at the old rate would meet refusals.
+	s.reschedule(now)
 }
 
 // acceptedRate returns the rate of successes: the smoothed rate, or the
@@ -617,7 +615,7 @@ func (s *paceState) succeeded(now time.Time, adapt Adapt, minRate float64) {
 	switch adapt {
 	case AdaptAIMD:
 		// One request per second more for every second without a
-		// throttle, from half the old rate.
+		// throttle, from the rate the cut set.
 		next = s.cutTo + t
 	default:
 		d := t - s.window
@@ -636,10 +634,17 @@ func (s *paceState) succeeded(now time.Time, adapt Adapt, minRate float64) {
 	// at the old rate for as long as the queue lasts: they are void, and
 	// their attempts take turns at the new rate.
 	if s.next.After(now) && s.fill >= regrant*s.granted {
-		s.void()
-		s.granted = s.fill
-		s.next = now.Add(s.interval)
+		s.reschedule(now)
 	}
+}
+
+// reschedule voids the turns handed out so far and starts the schedule
+// again at the rate in force, one interval from now (after a throttle,
+// the server has just said it is over its limit). The caller holds s.mu.
+func (s *paceState) reschedule(now time.Time) {
+	s.void()
+	s.granted = s.fill
+	s.next = now.Add(s.interval)
 }
 
 // setRate sets the rate of the tokens handed out from now on.

@@ -484,11 +484,11 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 }
 
 // pace waits for the pacer's token before an attempt, after its backoff:
-// first, while the key is in slow start, for a slot of its window, then
-// for its turn. A turn made void while the attempt waits for it (the rate
-// was cut, the key paused or restarted) is given up for a new one. A wait
-// that would end past the context's deadline is not begun, and the error
-// returned says so; so does a wait the context ends.
+// while the key is in slow start, for a slot of its window; once it has
+// engaged, for its turn. A turn made void while the attempt waits for it
+// (the rate was cut, the key paused or restarted) is given up for a new
+// one. A wait that would end past the context's deadline is not begun,
+// and the error returned says so; so does a wait the context ends.
 func (r *roundTrip) pace(ctx context.Context, attempt int) error {
 	p := r.t.Pacer
 	if r.pacing == nil {
@@ -500,6 +500,9 @@ func (r *roundTrip) pace(ctx context.Context, attempt int) error {
 			return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
 		}
 		r.slot = slot
+		if slot {
+			break // in slow start: the key has not engaged, no turn to take
+		}
 		now := r.now()
 		d, paced := r.pacing.reserveAt(now)
 		r.paced = paced.generation()
@@ -508,19 +511,16 @@ func (r *roundTrip) pace(ctx context.Context, attempt int) error {
 		}
 		if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
 			paced.cancel()
-			r.unpace()
 			err := fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
 			return r.giveUp(attempt-1, Undecided, nil, err, StopDeadline)
 		}
 		if err := r.waitTurn(ctx, d, paced); err != nil {
 			paced.cancel()
-			r.unpace()
 			return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
 		}
 		if !paced.stale() {
 			break
 		}
-		r.unpace() // a slot taken before the key engaged
 	}
 	r.pacing.sent.Add(1) // the sending rate counts attempts sent, not waiting
 	return nil

@@ -66,7 +66,6 @@ func summarize(out io.Writer, r *result) {
 		s.closestGap.Seconds(), s.replays)
 	fmt.Fprintf(out, "            the oldest %.1fs after its X-Amz-Date (a signature lasts %v); %d signatures refused\n",
 		s.oldestReplay.Seconds(), signatureLifetime, s.badSignatures)
-	fmt.Fprintf(out, "  throttled: %d attempts answered 400 Throttling\n", s.refused["Throttling"])
 	fmt.Fprintf(out, "  pacer:    %s\n", pacerSummary(r))
 	perSecond(out, r)
 }
@@ -124,14 +123,14 @@ func perSecond(out io.Writer, r *result) {
 			rates[i] = fmt.Sprintf("%.1f", s.rate) // the last sample of the second wins
 		}
 	}
-	const perRow = 20
+	const perRow = 15
 	fmt.Fprintf(out, "  each second of the calls (prior: admitted, answered PriorRequestNotComplete):\n")
 	for lo := 0; lo < n; lo += perRow {
 		hi := min(lo+perRow, n)
 		row := func(name string, cell func(i int) string) {
-			fmt.Fprintf(out, "    %-11s", name)
+			fmt.Fprintf(out, "    %-10s", name)
 			for i := lo; i < hi; i++ {
-				fmt.Fprintf(out, "%5s", cell(i))
+				fmt.Fprintf(out, "%7s", cell(i))
 			}
 			fmt.Fprintln(out)
 		}
