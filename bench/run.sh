@@ -80,24 +80,26 @@ if want bench; then
 	done
 fi
 
+# rounds name pattern: COUNT rounds of the benchmarks matching pattern into
+# $OUT/name.txt, with the machine and the command in $OUT/name-machine.txt.
+rounds() {
+	{ machine; echo "command: COUNT=$COUNT BENCHTIME=$BENCHTIME CPU=$CPU ./run.sh $1"; } >"$OUT/$1-machine.txt"
+	: >"$OUT/$1.txt"
+	for i in $(seq "$COUNT"); do
+		bench "$2" "$OUT/$1.txt"
+	done
+}
+
 if want s3copy; then
 	step "S3 three ways: $COUNT rounds, -benchtime $BENCHTIME -cpu $CPU"
-	{ machine; echo "command: COUNT=$COUNT BENCHTIME=$BENCHTIME CPU=$CPU ./run.sh s3copy"; } >"$OUT/s3copy-machine.txt"
-	: >"$OUT/s3copy.txt"
-	for i in $(seq "$COUNT"); do
-		bench '^BenchmarkS3Copy$' "$OUT/s3copy.txt"
-	done
+	rounds s3copy '^BenchmarkS3Copy$'
 	"$bs" -col '/lib@(bare copy retry)' "$OUT/s3copy.txt" | tee "$OUT/benchstat-s3copy.txt"
 	"$bs" -col '/lib@(copy retry)' "$OUT/s3copy.txt" | tee -a "$OUT/benchstat-s3copy.txt"
 fi
 
 if want coldburst; then
 	step "a cold burst of 100 to a healthy host, with and without the Pacer's slow start: $COUNT rounds"
-	{ machine; echo "command: COUNT=$COUNT BENCHTIME=$BENCHTIME CPU=$CPU ./run.sh coldburst"; } >"$OUT/coldburst-machine.txt"
-	: >"$OUT/coldburst.txt"
-	for i in $(seq "$COUNT"); do
-		bench '^BenchmarkColdBurst$' "$OUT/coldburst.txt"
-	done
+	rounds coldburst '^BenchmarkColdBurst$'
 	"$bs" -col '/pacer@(none slow-start no-slow-start)' "$OUT/coldburst.txt" | tee "$OUT/benchstat-coldburst.txt"
 fi
 
