@@ -2,24 +2,33 @@ package retry
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 )
 
-// errBodyNotReplayable is what a stale attempt's body reader returns once the
-// bytes it would need were dropped because the body outgrew MaxBufferedBody.
+// errBodyNotReplayable is what a reader returns once the bytes it would
+// need were dropped because the body outgrew MaxBufferedBody.
 var errBodyNotReplayable = errors.New("retry: request body outgrew MaxBufferedBody and cannot be replayed")
 
-// errBodyFinished is returned by GetBody on an attempt's request after the
-// RoundTrip that made it has returned.
+// errBodyFinished is returned by GetBody on an attempt's request, and by
+// the first Read of a reader it made, after the RoundTrip that made it has
+// returned and no reader holds the caller's body open.
 var errBodyFinished = errors.New("retry: request body requested after RoundTrip returned")
 
+// errBodySuperseded is what a reader of an earlier attempt returns once a
+// retry was decided: only the current attempt reads the caller's body.
+var errBodySuperseded = errors.New("retry: request body of an attempt that was superseded by a retry")
+
+// errBodyClosed is what a reader returns after its Close.
+var errBodyClosed = errors.New("retry: read from a closed request body")
+
 const (
-	// minChunk and maxChunk bound the pieces a body is buffered in when its
-	// length is unknown: small bodies stay small, large ones are never
-	// copied to grow (append would copy, and briefly hold twice the bytes).
+	// minChunk and maxChunk bound the pieces a body is buffered in: small
+	// bodies stay small, large ones are never copied to grow (append
+	// would copy, and briefly hold twice the bytes).
 	minChunk = 512
 	maxChunk = 64 << 10
 )
@@ -32,109 +41,197 @@ const (
 // still sends the whole body, and the first byte leaves as soon as the
 // caller's reader yields it.
 //
-// Readers of different attempts may run at once (net/http's write loop can
-// outlive its RoundTrip); mu serialises them, and every byte read from the
-// source is recorded before any reader sees it, so all readers agree.
+// Readers of different attempts may run at once: net/http's writer of an
+// attempt can outlive its RoundTrip. The rules that keep them apart:
+//
+//   - No lock is held while the caller's body is read, so Close, a new
+//     reader and the end of RoundTrip never wait for a caller's reader that
+//     blocks (a paused io.Pipe). One reader at a time reads the source;
+//     every byte read is recorded before any reader sees it, so all
+//     readers agree, and a reader that needs bytes not yet read waits for
+//     the read in flight, or its own Close.
+//   - Once a retry is decided (retire), the readers of earlier attempts are
+//     cut off: they no longer read, so they cannot read the body past
+//     MaxBufferedBody after the retry was found possible, and they do not
+//     hold the caller's body open.
+//   - The caller's body is closed when RoundTrip has returned and every
+//     reader of the last attempt that counts is closed. An attempt's own
+//     body counts from the start (the base transport must close it); one
+//     made by GetBody counts once it is read, since net/http may make one
+//     and drop it unread and unclosed (a replay that found no connection).
 type replayBody struct {
-	src io.ReadCloser
-	max int64 // largest number of bytes kept for replay
+	src      io.ReadCloser
+	max      int64 // largest number of bytes kept for replay
+	declared int64 // the caller's ContentLength when positive; else unknown
 
-	mu      sync.Mutex
-	chunks  [][]byte
-	pos     int64 // bytes read from src so far
-	dropped bool  // the copy exceeded max and was released
-	eof     bool
-	err     error // sticky non-EOF error from src
-	open    int   // readers handed out and not yet closed
-	done    bool  // RoundTrip returned: no further readers
+	mu         sync.Mutex
+	wake       sync.Cond // signalled when a read of src ends or a reader closes
+	chunks     [][]byte
+	pos        int64 // bytes read from src so far
+	dropped    bool  // the copy exceeded max and was released
+	eof        bool
+	err        error // sticky non-EOF error from src
+	lengthErr  error // src's length contradicts declared
+	reading    bool  // a reader is in src.Read, without mu
+	readingLen int   // the length of the buffer that read fills
+	gen        int   // the current attempt's generation: readers of older ones are cut off
+	open       int   // counting readers of gen not yet closed
+	done       bool  // RoundTrip returned: no further readers
 
 	closeOnce sync.Once
 }
 
-// newReplayBody prepares the caller's body for replay. contentLength sizes
-// the copy when it is known; a body announced larger than max is never
-// copied and can be replayed only while none of it has been read.
+// newReplayBody prepares the caller's body for replay. A body announced
+// larger than max is never copied and can be replayed only while none of it
+// has been read. The copy grows as bytes arrive, whatever contentLength
+// says, so a large announcement costs nothing up front.
 func newReplayBody(src io.ReadCloser, contentLength, max int64) *replayBody {
-	b := &replayBody{src: src, max: max}
-	switch {
-	case contentLength > max:
+	b := &replayBody{src: src, max: max, declared: contentLength}
+	b.wake.L = &b.mu
+	if contentLength > max {
 		b.dropped = true
-	case contentLength > 0:
-		b.chunks = [][]byte{make([]byte, 0, contentLength)}
 	}
 	return b
 }
 
-// reader returns a new reader positioned at the start of the body.
-func (b *replayBody) reader() (io.ReadCloser, error) {
+// reader returns a new reader positioned at the start of the body, of the
+// current attempt. counted says whether it holds the caller's body open
+// from now on, or only once it is read.
+func (b *replayBody) reader(counted bool) (*replayReader, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.done {
 		return nil, errBodyFinished
 	}
-	b.open++
-	return &replayReader{b: b}, nil
+	if counted {
+		b.open++
+	}
+	return &replayReader{b: b, gen: b.gen, counted: counted}, nil
 }
 
-// getBody is installed as each attempt's [http.Request.GetBody], so the base
-// transport's own rewinds (HTTP/2 GOAWAY, 307 and 308 redirects) replay too.
-func (b *replayBody) getBody() (io.ReadCloser, error) { return b.reader() }
+// getBody is installed as each attempt's [http.Request.GetBody] when a
+// replay is safe, so the base transport's own rewinds (HTTP/2 GOAWAY and
+// REFUSED_STREAM, 307 and 308 redirects) replay too.
+func (b *replayBody) getBody() (io.ReadCloser, error) { return b.reader(false) }
 
 // replayable reports whether another attempt could send the whole body.
 func (b *replayBody) replayable() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.err != nil {
-		return false // the caller's reader failed; it would fail again
+	return b.replayableLocked()
+}
+
+func (b *replayBody) replayableLocked() bool {
+	switch {
+	case b.err != nil, b.lengthErr != nil:
+		return false // the caller's body failed or lied; it would again
+	case b.reading:
+		// The read in flight may take the copy past max.
+		return !b.dropped && b.pos+int64(b.readingLen) <= b.max
 	}
 	return !b.dropped || b.pos == 0
 }
 
+// retire cuts off every reader handed out so far, once a retry is decided,
+// and reports whether the next attempt can send the whole body. When it
+// cannot, nothing is cut off: the last attempt's writer may go on.
+func (b *replayBody) retire() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.replayableLocked() {
+		return false
+	}
+	b.gen++
+	b.open = 0
+	b.wake.Broadcast()
+	return true
+}
+
+// mismatch returns the error that says the caller's body contradicted its
+// ContentLength, or nil.
+func (b *replayBody) mismatch() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.lengthErr
+}
+
 // finish records that no further reader will be made, and closes the
-// caller's body once every reader handed out has been closed.
+// caller's body once every reader that counts has been closed.
 func (b *replayBody) finish() {
 	b.mu.Lock()
 	b.done = true
-	last := b.open == 0
+	b.mu.Unlock()
+	b.closeIfUnused()
+}
+
+// closeIfUnused closes the caller's body when RoundTrip has returned and
+// no reader holds it open, and drops the copy: the response keeps the last
+// attempt's request, whose GetBody keeps b, so without this a caller
+// holding the response would hold the whole copy too.
+func (b *replayBody) closeIfUnused() {
+	b.mu.Lock()
+	last := b.done && b.open == 0
 	if last {
-		b.release()
+		b.chunks, b.dropped = nil, true
 	}
 	b.mu.Unlock()
 	if last {
-		b.closeSource()
+		// A reader cut off may still be in src.Read: closing src under it
+		// is what net/http itself does to a body it abandons.
+		b.closeOnce.Do(func() { b.src.Close() })
 	}
-}
-
-// release drops the copy once no reader can need it: RoundTrip returned
-// and every reader was closed. The response keeps the last attempt's
-// request, whose GetBody keeps b, so without this a caller holding the
-// response would hold the whole copy too. b.mu must be held.
-func (b *replayBody) release() {
-	b.chunks, b.dropped = nil, true
-}
-
-func (b *replayBody) closeSource() {
-	b.closeOnce.Do(func() { b.src.Close() })
 }
 
 // read serves r from the copy while it is behind the source, and from the
 // source, recording what it reads, once it has caught up.
 func (b *replayBody) read(r *replayReader, p []byte) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if r.off < b.pos {
-		if b.dropped {
-			return 0, errBodyNotReplayable
+	for {
+		switch {
+		case r.closed:
+			b.mu.Unlock()
+			return 0, errBodyClosed
+		case r.gen != b.gen:
+			b.mu.Unlock()
+			return 0, errBodySuperseded
+		case !r.counted:
+			if b.done && b.open == 0 {
+				b.mu.Unlock()
+				return 0, errBodyFinished // the caller's body is closed
+			}
+			r.counted = true
+			b.open++
 		}
-		return b.copyAt(r, p), nil
+		if r.off < b.pos {
+			if b.dropped {
+				b.mu.Unlock()
+				return 0, errBodyNotReplayable
+			}
+			n := b.copyAt(r, p)
+			b.mu.Unlock()
+			return n, nil
+		}
+		if b.eof {
+			b.mu.Unlock()
+			return 0, io.EOF
+		}
+		if b.err != nil {
+			err := b.err
+			b.mu.Unlock()
+			return 0, err
+		}
+		if !b.reading {
+			break
+		}
+		b.wake.Wait() // for the read in flight, or r's Close
 	}
-	if b.eof {
-		return 0, io.EOF
-	}
-	if b.err != nil {
-		return 0, b.err
-	}
+	b.reading, b.readingLen = true, len(p)
+	b.mu.Unlock()
+
 	n, err := b.src.Read(p)
+
+	b.mu.Lock()
+	b.reading = false
 	if n > 0 {
 		b.record(p[:n])
 		b.pos += int64(n)
@@ -146,7 +243,25 @@ func (b *replayBody) read(r *replayReader, p []byte) (int, error) {
 	case err != nil:
 		b.err = err
 	}
+	b.checkLength()
+	b.wake.Broadcast()
+	b.mu.Unlock()
 	return n, err
+}
+
+// checkLength records a body that contradicts its declared ContentLength,
+// which net/http refuses to send (HTTP/1.1) or sends malformed (HTTP/2).
+// b.mu must be held.
+func (b *replayBody) checkLength() {
+	if b.declared <= 0 || b.lengthErr != nil {
+		return
+	}
+	switch {
+	case b.pos > b.declared:
+		b.lengthErr = fmt.Errorf("retry: request body is longer than its ContentLength %d", b.declared)
+	case b.eof && b.pos < b.declared:
+		b.lengthErr = fmt.Errorf("retry: request body ended after %d bytes, short of its ContentLength %d", b.pos, b.declared)
+	}
 }
 
 // copyAt copies recorded bytes from r's offset into p.
@@ -169,7 +284,10 @@ func (b *replayBody) copyAt(r *replayReader, p []byte) int {
 	return n
 }
 
-// record keeps p for replay, or drops the whole copy once it would exceed max.
+// record keeps p for replay, or drops the whole copy once it would exceed
+// max. Chunks grow geometrically with the bytes already read, never past
+// what the declared length still promises, so the copy is never much
+// larger than the body.
 func (b *replayBody) record(p []byte) {
 	if b.dropped {
 		return
@@ -185,11 +303,11 @@ func (b *replayBody) record(p []byte) {
 			last = b.chunks[len(b.chunks)-1]
 		}
 		if len(last) == cap(last) {
-			size := int64(minChunk)
-			if b.pos > size {
-				size = b.pos // geometric growth, no copying
-			}
+			size := max(int64(minChunk), b.pos)
 			size = min(size, maxChunk, b.max-b.pos)
+			if left := b.declared - b.pos; left > 0 {
+				size = min(size, left)
+			}
 			size = max(size, int64(len(p)))
 			b.chunks = append(b.chunks, make([]byte, 0, size))
 			last = b.chunks[len(b.chunks)-1]
@@ -200,11 +318,14 @@ func (b *replayBody) record(p []byte) {
 	}
 }
 
-// replayReader is one attempt's view of a replayBody.
+// replayReader is one attempt's view of a replayBody. Its fields are
+// guarded by b.mu.
 type replayReader struct {
-	b      *replayBody
-	off    int64
-	closed bool // guarded by b.mu
+	b       *replayBody
+	off     int64
+	gen     int  // the attempt generation it belongs to
+	counted bool // it holds the caller's body open
+	closed  bool
 }
 
 func (r *replayReader) Read(p []byte) (int, error) {
@@ -214,9 +335,10 @@ func (r *replayReader) Read(p []byte) (int, error) {
 	return r.b.read(r, p)
 }
 
-// Close releases r. The caller's body is closed when the last reader of a
-// finished RoundTrip is, so a base transport still writing an earlier
-// attempt never has the body closed under it.
+// Close releases r and wakes it if it waits for a read in flight. The
+// caller's body is closed when the last reader that counts is, after
+// RoundTrip returned, so a base transport still writing the last attempt
+// never has the body closed under it.
 func (r *replayReader) Close() error {
 	b := r.b
 	b.mu.Lock()
@@ -225,15 +347,12 @@ func (r *replayReader) Close() error {
 		return nil
 	}
 	r.closed = true
-	b.open--
-	last := b.done && b.open == 0
-	if last {
-		b.release()
+	if r.counted && r.gen == b.gen {
+		b.open--
 	}
+	b.wake.Broadcast()
 	b.mu.Unlock()
-	if last {
-		b.closeSource()
-	}
+	b.closeIfUnused()
 	return nil
 }
 

@@ -61,11 +61,16 @@ func (c Class) String() string {
 type WriteState uint8
 
 const (
-	// WriteUnknown means no trace was installed for the attempt: the
-	// Transport installs one only where the answer matters, for requests
-	// that are not safe to replay.
+	// WriteUnknown means the request may have been written, in part or in
+	// whole: a connection was handed to it, and the trace says no more.
+	// It is also the state when no trace was installed: the Transport
+	// installs one only where the answer matters, for requests that are
+	// not safe to replay.
 	WriteUnknown WriteState = iota
-	// WroteNothing means the headers were never written.
+	// WroteNothing means nothing of the request was written: the base
+	// transport asked for a connection and none was handed to the
+	// request. It is the only state that proves a request unsent, over
+	// HTTP/1.1 and HTTP/2 alike.
 	WroteNothing
 	// WroteHeaders means the headers, and maybe part of the body, were written.
 	WroteHeaders
@@ -277,8 +282,13 @@ func classifyError(o Outcome) Class {
 // attempt timeout), or the caller closed the deprecated req.Cancel channel.
 func callerGone(req *http.Request) bool {
 	ctx := req.Context()
-	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), ErrAttemptTimeout) {
-		return true
+	if ctx.Err() != nil {
+		// The Transport ends an attempt's context itself on two occasions,
+		// neither of them the caller's.
+		cause := context.Cause(ctx)
+		if !errors.Is(cause, ErrAttemptTimeout) && !errors.Is(cause, errReplayStopped) {
+			return true
+		}
 	}
 	//lint:ignore SA1019 net/http still honours the deprecated channel.
 	if req.Cancel != nil {

@@ -103,20 +103,27 @@ func FuzzRetryAfterDates(f *testing.F) {
 }
 
 // FuzzReplayBody plays a fuzzed sequence of operations on a replay body (a
-// new reader, as an attempt or net/http's GetBody makes; a read of n bytes
-// by one reader; a close; the end of RoundTrip) over a caller's body that
-// yields its bytes in odd pieces and may fail at the end, and checks that:
+// new reader, as an attempt makes, or as net/http's GetBody makes; a read of
+// n bytes by one reader; a close; a retry decided; the end of RoundTrip)
+// over a caller's body that yields its bytes in odd pieces and may fail at
+// the end, and checks that:
 //
 //   - every reader yields a prefix of the caller's bytes, then io.EOF only
-//     at the end, the caller's error only where the caller failed, or
-//     errBodyNotReplayable only once the copy was dropped for MaxBufferedBody;
+//     at the end, the caller's error only where the caller failed,
+//     errBodyNotReplayable only once the copy was dropped for
+//     MaxBufferedBody, errBodySuperseded only for a reader of an attempt
+//     before the last retry, errBodyFinished only for a GetBody reader
+//     first read after the caller's body was closed;
+//   - a retry is allowed only while the whole body can still be sent;
 //   - the caller's body is closed exactly once, and only when RoundTrip
-//     ended and every reader handed out was closed.
+//     ended and every reader of the last attempt that counts was closed:
+//     an attempt's own reader from the start, a GetBody reader once read.
 func FuzzReplayBody(f *testing.F) {
 	f.Add([]byte{0, 1, 0, 50, 0, 1, 0, 9, 2, 0, 1, 1, 255, 3}, uint16(300), uint16(1000), int64(-1), uint8(0), false)
 	f.Add([]byte{0, 1, 0, 255, 0, 1, 1, 255, 3, 2, 0, 2, 1}, uint16(300), uint16(100), int64(300), uint8(1), false)
 	f.Add([]byte{0, 0, 1, 0, 7, 1, 1, 255, 1, 0, 255, 2, 0, 2, 1, 3}, uint16(5000), uint16(0), int64(5000), uint8(2), true)
 	f.Add([]byte{0, 3, 1, 0, 1}, uint16(10), uint16(5), int64(10), uint8(0), false)
+	f.Add([]byte{0, 1, 0, 20, 4, 5, 1, 1, 255, 2, 0, 5, 3, 1, 2, 255, 2, 1}, uint16(200), uint16(1000), int64(150), uint8(1), false)
 	f.Fuzz(func(t *testing.T, ops []byte, size, maxBuf uint16, contentLength int64, mode uint8, fail bool) {
 		payload := make([]byte, int(size)%70000)
 		for i := range payload {
@@ -134,42 +141,52 @@ func FuzzReplayBody(f *testing.F) {
 			r = &errAfterReader{r, errCaller}
 		}
 		src := &countingCloser{Reader: r}
-		max := int64(maxBuf)
-		b := newReplayBody(src, contentLength, max)
+		limit := int64(maxBuf)
+		b := newReplayBody(src, contentLength, limit)
 
 		type reader struct {
-			rc     io.ReadCloser
-			got    []byte
-			closed bool
-			done   bool // returned an error
+			rc      *replayReader
+			gen     int
+			counted bool
+			got     []byte
+			closed  bool
+			done    bool // returned an error
 		}
 		var readers []*reader
+		gen := 0
 		finished := false
+		sourceRead := 0 // bytes any reader has taken from the caller's body
+		failed := false // a reader saw the caller's error
+		ended := false  // a reader saw the end of the caller's body
 		pick := func(i byte) *reader {
 			if len(readers) == 0 {
 				return nil
 			}
 			return readers[int(i)%len(readers)]
 		}
-		checkClosed := func() {
-			open := 0
+		open := func() int {
+			n := 0
 			for _, rd := range readers {
-				if !rd.closed {
-					open++
+				if rd.gen == gen && rd.counted && !rd.closed {
+					n++
 				}
 			}
+			return n
+		}
+		checkClosed := func() {
 			want := int32(0)
-			if finished && open == 0 {
+			if finished && open() == 0 {
 				want = 1
 			}
 			if n := src.closes.Load(); n != want {
-				t.Fatalf("caller's body closed %d times (finished %v, %d readers open); want %d", n, finished, open, want)
+				t.Fatalf("caller's body closed %d times (finished %v, %d readers open); want %d", n, finished, open(), want)
 			}
 		}
 		for i := 0; i < len(ops) && i < 200; i++ {
-			switch ops[i] % 4 {
-			case 0: // a new reader
-				rc, err := b.reader()
+			switch ops[i] % 6 {
+			case 0, 5: // a new reader: the attempt's own, or GetBody's
+				counted := ops[i]%6 == 0
+				rc, err := b.reader(counted)
 				if finished {
 					if err == nil {
 						t.Fatal("reader() after finish succeeded")
@@ -179,7 +196,7 @@ func FuzzReplayBody(f *testing.F) {
 				if err != nil {
 					t.Fatalf("reader() = %v", err)
 				}
-				readers = append(readers, &reader{rc: rc})
+				readers = append(readers, &reader{rc: rc, gen: gen, counted: counted})
 			case 1: // a read
 				if i+2 >= len(ops) {
 					break
@@ -193,28 +210,43 @@ func FuzzReplayBody(f *testing.F) {
 				if n == 255 {
 					n = 1 << 20
 				}
+				wasOpen := open()
 				p := make([]byte, n)
 				k, err := rd.rc.Read(p)
 				rd.got = append(rd.got, p[:k]...)
+				sourceRead = max(sourceRead, len(rd.got))
 				if !bytes.HasPrefix(payload, rd.got) {
 					t.Fatalf("a reader yielded %d bytes that are not a prefix of the body", len(rd.got))
+				}
+				if n > 0 && !errors.Is(err, errBodyFinished) && !errors.Is(err, errBodySuperseded) {
+					rd.counted = true // a read, not an empty one, counts a reader
 				}
 				switch {
 				case err == nil:
 				case err == io.EOF:
-					rd.done = true
+					rd.done, ended = true, true
 					if fail || len(rd.got) != len(payload) {
 						t.Fatalf("io.EOF after %d of %d bytes (caller fails: %v)", len(rd.got), len(payload), fail)
 					}
 				case errors.Is(err, errCaller):
-					rd.done = true
+					rd.done, failed, ended = true, true, true
 					if !fail || len(rd.got) != len(payload) {
 						t.Fatalf("the caller's error after %d of %d bytes", len(rd.got), len(payload))
 					}
 				case errors.Is(err, errBodyNotReplayable):
 					rd.done = true
-					if contentLength <= max && int64(len(payload)) <= max {
-						t.Fatalf("errBodyNotReplayable for a %d-byte body (announced %d) within MaxBufferedBody %d", len(payload), contentLength, max)
+					if contentLength <= limit && int64(len(payload)) <= limit {
+						t.Fatalf("errBodyNotReplayable for a %d-byte body (announced %d) within MaxBufferedBody %d", len(payload), contentLength, limit)
+					}
+				case errors.Is(err, errBodySuperseded):
+					rd.done = true
+					if rd.gen == gen {
+						t.Fatal("errBodySuperseded for a reader of the current attempt")
+					}
+				case errors.Is(err, errBodyFinished):
+					rd.done = true
+					if rd.counted || !finished || wasOpen != 0 {
+						t.Fatalf("errBodyFinished for a reader (counted %v) with RoundTrip finished %v and %d readers open", rd.counted, finished, wasOpen)
 					}
 				default:
 					t.Fatalf("Read error %v", err)
@@ -236,6 +268,22 @@ func FuzzReplayBody(f *testing.F) {
 				if !finished {
 					b.finish()
 					finished = true
+				}
+			case 4: // a retry is decided
+				if finished {
+					continue
+				}
+				ok := b.retire()
+				whole := !failed && (int64(sourceRead) <= limit && contentLength <= limit || sourceRead == 0)
+				lied := contentLength > 0 && (int64(sourceRead) > contentLength || ended && int64(sourceRead) < contentLength)
+				if ok && (!whole || lied) {
+					t.Fatalf("retire allowed a retry after %d bytes were read (MaxBufferedBody %d, announced %d, caller failed %v)", sourceRead, limit, contentLength, failed)
+				}
+				if !ok && whole && !lied {
+					t.Fatalf("retire refused a retry after %d bytes were read (MaxBufferedBody %d, announced %d)", sourceRead, limit, contentLength)
+				}
+				if ok {
+					gen++
 				}
 			}
 			checkClosed()

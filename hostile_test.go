@@ -383,8 +383,8 @@ func TestHostileTrickledHeaders(t *testing.T) {
 
 // A response that stalls after its headers. A 200 is a success, returned
 // as soon as its headers arrive; reading its body then fails when the
-// attempt's timeout (200ms) or the caller's deadline (300ms) ends, real
-// time: AttemptTimeout bounds the body of the response it returns too. A
+// caller's deadline ends (400ms, or 300ms), real time: AttemptTimeout
+// (50ms) does not bound the body of the response it returns. A
 // 503 that stalls is discarded: its drain ends at the attempt's timeout
 // (200ms) or, with none, at drainTimeout (1s), and the next attempt
 // succeeds.
@@ -410,17 +410,23 @@ func TestHostileStallAfterHeaders(t *testing.T) {
 		return srv, &n
 	}
 	t.Run("200 with AttemptTimeout", func(t *testing.T) {
+		// The attempt's timeout bounds the wait for the response, not the
+		// reading of the body returned: that ends at the caller's deadline.
 		srv, _ := newServer(t, 200)
-		rt, _ := hostileTransport(nil, WithAttemptTimeout(200*time.Millisecond))
+		rt, _ := hostileTransport(nil, WithAttemptTimeout(50*time.Millisecond))
 		defer rt.CloseIdleConnections()
-		resp, err := rt.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		resp, err := rt.RoundTrip(mustRequest(t, "GET", srv.URL, nil).WithContext(ctx))
 		require.NoError(t, err)
 		defer resp.Body.Close()
-		start := time.Now()
 		b, err := io.ReadAll(resp.Body)
 		assert.Equal(t, "partial", string(b))
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Less(t, time.Since(start), time.Second)
+		assert.NotErrorIs(t, err, ErrAttemptTimeout)
+		assert.GreaterOrEqual(t, time.Since(start), 400*time.Millisecond)
+		assert.Less(t, time.Since(start), 5*time.Second)
 	})
 	t.Run("200 with a deadline", func(t *testing.T) {
 		srv, _ := newServer(t, 200)

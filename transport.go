@@ -1,13 +1,17 @@
 package retry
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,10 +71,15 @@ type Transport struct {
 	// and not retried. Zero means DefaultMaxBufferedBody (8 MiB).
 	MaxBufferedBody int64
 
-	// AttemptTimeout, if positive, bounds each attempt: a slow attempt is
-	// cancelled and counts as transient. The context of the attempt whose
-	// response is returned lives until that response's body is closed.
-	// Zero means attempts are bounded only by the request's context.
+	// AttemptTimeout, if positive, bounds each attempt until its response
+	// headers arrive and are classified: an attempt still waiting then is
+	// cancelled, with [ErrAttemptTimeout] as its context's cause, and
+	// counts as transient (or unsent, when no connection was handed to
+	// it). It does not bound reading the body of the response RoundTrip
+	// returns: that response's context lives until its body is closed,
+	// bounded by the request's context, so bound the whole call with a
+	// context deadline or [http.Client.Timeout]. Zero means attempts are
+	// bounded only by the request's context.
 	AttemptTimeout time.Duration
 
 	// RateLimitReset declares how a response's X-RateLimit-Reset header is
@@ -338,8 +347,56 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeRequestBody(req)
 		return nil, err
 	}
+	if err := checkContentLength(req); err != nil {
+		closeRequestBody(req)
+		return nil, err
+	}
 	r := roundTrip{t: t, c: c, req: req, safe: ReplaySafe(req)}
 	return r.run()
+}
+
+// checkContentLength refuses, before anything is sent, an in-memory body
+// whose length contradicts the request's ContentLength: net/http would
+// refuse it over HTTP/1.1 after sending the headers, and send it malformed
+// over HTTP/2, and no retry would change it. Other bodies are checked as
+// they are read (see replayBody.checkLength).
+func checkContentLength(req *http.Request) error {
+	if req.ContentLength <= 0 {
+		return nil // no body, or a length net/http learns by reading
+	}
+	var n int
+	switch b := inMemory(req.Body).(type) {
+	case *bytes.Reader:
+		n = b.Len()
+	case *strings.Reader:
+		n = b.Len()
+	case *bytes.Buffer:
+		n = b.Len()
+	default:
+		return nil
+	}
+	if int64(n) != req.ContentLength {
+		return fmt.Errorf("retry: request body has %d bytes, but its ContentLength is %d", n, req.ContentLength)
+	}
+	return nil
+}
+
+// The types io.NopCloser returns, which http.NewRequest wraps its bodies in.
+var (
+	nopCloserType         = reflect.TypeOf(io.NopCloser(nil))
+	nopCloserWriterToType = reflect.TypeOf(io.NopCloser(strings.NewReader("")))
+)
+
+// inMemory returns the reader inside body when body is io.NopCloser's
+// wrapper (as net/http's own isKnownInMemoryReader looks through it), or
+// body itself.
+func inMemory(body io.Reader) io.Reader {
+	if t := reflect.TypeOf(body); t == nopCloserType || t == nopCloserWriterToType {
+		if r, ok := reflect.ValueOf(body).Field(0).Interface().(io.Reader); ok {
+			return r
+		}
+	}
+	return body
 }
 
 // roundTrip is the state of one call to RoundTrip.
@@ -374,21 +431,29 @@ func (r *roundTrip) run() (*http.Response, error) {
 				return nil, err
 			}
 		}
-		areq, wrote, cancel, err := r.attemptRequest(ctx, attempt)
+		areq, a, err := r.attemptRequest(ctx, attempt)
 		if err != nil {
 			// GetBody failed: nothing was sent for this attempt.
 			r.unpace()
 			return nil, r.giveUp(attempt-1, Permanent, nil, err, StopBody)
 		}
 		resp, err := r.c.base.RoundTrip(areq)
-		o := Outcome{Request: areq, Response: resp, Err: err, Attempt: attempt, Wrote: wrote.state()}
+		o := Outcome{Request: areq, Response: resp, Err: err, Attempt: attempt, Wrote: a.trace.state()}
 		if err != nil {
 			o.Response = nil
 			if resp != nil && resp.Body != nil {
 				resp.Body.Close() // a RoundTripper that broke its contract
 			}
+			o.Err = a.cause(ctx, areq.Context(), err)
 		}
 		class := r.classify(o)
+		if o.Err != nil && r.body != nil {
+			if lerr := r.body.mismatch(); lerr != nil {
+				// The caller's body contradicts its ContentLength, which
+				// no attempt will change.
+				o.Err, class = fmt.Errorf("%w (%w)", lerr, o.Err), Permanent
+			}
+		}
 		if s := r.pacing; s != nil {
 			r.t.Pacer.observeState(s, r.slot, class, o.Response, r.paced, r.now(), r.t.RateLimitReset)
 			r.slot = false
@@ -397,17 +462,17 @@ func (r *roundTrip) run() (*http.Response, error) {
 			if b := r.c.budget; b != nil {
 				b.Success(r.retried)
 			}
-			return keepAlive(o.Response, cancel), nil
+			return a.keepAlive(o.Response), nil
 		}
 
 		delay, fromServer, stop := r.next(ctx, o, class)
 		if stop != StopNone {
 			if o.Err != nil {
-				release(cancel)
+				a.release()
 				return nil, r.giveUp(attempt, class, nil, o.Err, stop)
 			}
 			r.giveUp(attempt, class, o.Response, nil, stop)
-			return keepAlive(o.Response, cancel), nil
+			return a.keepAlive(o.Response), nil
 		}
 		if h := r.t.OnRetry; h != nil {
 			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
@@ -415,7 +480,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		if o.Response != nil {
 			drain(o.Response.Body, DefaultDrainLimit, drainTimeout)
 		}
-		release(cancel)
+		a.release()
 		if err := r.wait(ctx, delay); err != nil {
 			return nil, r.giveUp(attempt, class, nil, err, StopCanceled)
 		}
@@ -478,6 +543,13 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 	}
 	if b := r.c.budget; b != nil && !b.AllowRetry(class) {
 		return 0, false, StopBudget
+	}
+	if r.body != nil && !r.body.retire() {
+		// The last attempt's writer, which net/http lets run on, took the
+		// body past MaxBufferedBody since the check above. (The budget's
+		// token is spent: refusing the retry after cutting the writer off
+		// would break the response returned instead.)
+		return 0, false, StopBody
 	}
 	r.retried = class
 	return delay, fromServer, StopNone
@@ -549,28 +621,37 @@ func (r *roundTrip) unpace() {
 
 // attemptRequest builds the request of one attempt: a shallow clone of the
 // caller's with its own context, body and, where needed, headers and trace.
-// The returned cancel releases the attempt's timeout; it must be called
-// unless the response is returned with it (see keepAlive).
-func (r *roundTrip) attemptRequest(ctx context.Context, attempt int) (*http.Request, *writeTrace, context.CancelFunc, error) {
+// The attempt returned must be released unless its response is returned
+// (see attempt.keepAlive).
+func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, attempt, error) {
 	t, req := r.t, r.req
-	var cancel context.CancelFunc // nil unless the attempt has a timeout
-	ctx = context.WithValue(ctx, attemptKey{}, attempt)
-	if t.AttemptTimeout > 0 {
-		ctx, cancel = context.WithTimeoutCause(ctx, t.AttemptTimeout, ErrAttemptTimeout)
+	var a attempt
+	ctx = context.WithValue(ctx, attemptKey{}, n)
+	if t.AttemptTimeout > 0 || !r.safe {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		a.cancel = cancel
+		if t.AttemptTimeout > 0 {
+			// A timer rather than a deadline, so that it can be stopped
+			// when the response is returned: the timeout bounds the
+			// attempt, not the caller's reading of the body.
+			a.timer = time.AfterFunc(t.AttemptTimeout, func() { cancel(ErrAttemptTimeout) })
+		}
 	}
-	var wt *writeTrace
 	if !r.safe {
 		// Only a request that is unsafe to replay needs to know whether
-		// it was written: an idempotent one is retried either way.
-		wt = new(writeTrace)
-		ctx = httptrace.WithClientTrace(ctx, wt.clientTrace())
+		// it was written, and to stop the base from sending it again on
+		// its own: an idempotent one is retried either way.
+		a.trace = &writeTrace{stop: a.cancel}
+		ctx = httptrace.WithClientTrace(ctx, a.trace.clientTrace())
 	}
 	areq := req.WithContext(ctx)
 	if !r.safe {
 		// net/http's HTTP/2 code replays a request it can rewind after a
 		// PROTOCOL_ERROR reset, which the server may have processed.
-		// Without GetBody, an unsafe request is sent by this package's
-		// rules alone: again only when nothing of it was written.
+		// Without GetBody, an unsafe request with a body is sent by this
+		// package's rules alone; one without a body, which net/http
+		// replays without GetBody, is stopped by the trace.
 		areq.GetBody = nil
 	}
 	if t.AttemptHeader != "" {
@@ -578,90 +659,171 @@ func (r *roundTrip) attemptRequest(ctx context.Context, attempt int) (*http.Requ
 		if areq.Header == nil {
 			areq.Header = make(http.Header)
 		}
-		areq.Header.Set(t.AttemptHeader, strconv.Itoa(attempt))
+		areq.Header.Set(t.AttemptHeader, strconv.Itoa(n))
 	}
 	switch {
 	case r.body != nil:
-		body, err := r.body.reader()
+		body, err := r.body.reader(true)
 		if err != nil {
-			release(cancel)
-			return nil, nil, nil, err
+			a.release()
+			return nil, a, err
 		}
 		areq.Body, areq.GetBody = body, nil
 		if r.safe {
 			areq.GetBody = r.body.getBody
 		}
-	case attempt > 1 && req.GetBody != nil && req.Body != nil && req.Body != http.NoBody:
+	case n > 1 && req.GetBody != nil && req.Body != nil && req.Body != http.NoBody:
 		body, err := req.GetBody()
 		if err != nil {
-			release(cancel)
-			return nil, nil, nil, fmt.Errorf("retry: GetBody: %w", err)
+			a.release()
+			return nil, a, fmt.Errorf("retry: GetBody: %w", err)
 		}
 		areq.Body = body
 	}
-	return areq, wt, cancel, nil
+	return areq, a, nil
 }
 
-// release calls cancel if the attempt had one.
-func release(cancel context.CancelFunc) {
-	if cancel != nil {
-		cancel()
+// attempt holds what one attempt needs released: its context's cancel and
+// timeout, and its write trace. All are nil when the attempt has no
+// timeout and is safe to replay.
+type attempt struct {
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	trace  *writeTrace
+}
+
+// release ends the attempt's context and timer.
+func (a attempt) release() {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	if a.cancel != nil {
+		a.cancel(errAttemptDone)
 	}
 }
 
-// keepAlive returns resp; when the attempt had a timeout of its own, its
-// context is released when the body is closed rather than now, so the
-// caller can still read the body.
-func keepAlive(resp *http.Response, cancel context.CancelFunc) *http.Response {
-	if cancel == nil {
+// errAttemptDone is the cause of an attempt's context once the Transport
+// is done with the attempt.
+var errAttemptDone = errors.New("retry: attempt done")
+
+// cause returns the error an attempt's base transport returned, or, when
+// the attempt's own context (not the caller's) ended it, that context's
+// cause: net/http returns the cause over HTTP/1.1 but the bare
+// context.Canceled or DeadlineExceeded over HTTP/2, and an attempt's error
+// should not depend on the protocol.
+func (a attempt) cause(parent, actx context.Context, err error) error {
+	if a.cancel == nil || actx.Err() == nil || parent.Err() != nil {
+		return err
+	}
+	if cause := context.Cause(actx); !errors.Is(err, cause) {
+		return cause
+	}
+	return err
+}
+
+// keepAlive returns resp. The attempt's timeout stops here: it bounded the
+// wait for the response, not the caller's reading of it. Its context is
+// released when the body is closed rather than now, so the caller can still
+// read the body.
+func (a attempt) keepAlive(resp *http.Response) *http.Response {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	if a.cancel == nil {
 		return resp
 	}
 	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
-		cancel()
+		a.release()
 		return resp
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: a.cancel}
 	return resp
 }
 
 // cancelOnClose releases an attempt's context when its body is closed.
 type cancelOnClose struct {
 	io.ReadCloser
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 }
 
 func (b *cancelOnClose) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel()
+	b.cancel(errAttemptDone)
 	return err
 }
 
-// writeTrace records, from httptrace, how much of a request was written.
-// Its hooks run on the base transport's write goroutine, which may outlive
-// RoundTrip, hence the atomic.
+// errReplayStopped is the cause of an attempt's context when the base
+// transport began to send an unsafe request again by itself: net/http's
+// HTTP/2 client replays a request without a body after a stream reset,
+// PROTOCOL_ERROR included, after which the server may have processed it.
+var errReplayStopped = errors.New("retry: the base transport began to send the request again by itself after a stream reset; " +
+	"stopped, since the request is not safe to replay and the server may have processed it")
+
+// Progress bits of a writeTrace.
+const (
+	traceGetConn      uint32 = 1 << iota // the base asked for a connection
+	traceGotConn                         // a connection was handed to the request
+	traceWroteHeaders                    // the headers were written
+	traceWroteRequest                    // the whole request was written, without error
+)
+
+// writeTrace records, from httptrace, how much of a request the base
+// transport may have written, and stops it from sending the request a
+// second time. Its hooks run on the base transport's goroutines, which may
+// outlive RoundTrip, hence the atomics.
+//
+// Nothing was written is proven only by a base that asked for a connection
+// (GetConn: it reports progress) and never got one. Once a connection is
+// handed over, the request may be on the wire whatever else the trace says:
+// net/http's HTTP/2 client reports WroteHeaders only after the HEADERS
+// frame was flushed, and RoundTrip may return on the context while that
+// flush is still under way.
 type writeTrace struct {
-	v atomic.Uint32
+	v    atomic.Uint32
+	stop context.CancelCauseFunc // ends the attempt's context
 }
 
 func (w *writeTrace) clientTrace() *httptrace.ClientTrace {
 	return &httptrace.ClientTrace{
-		// GetConn proves the base reports progress: without it, an
-		// absent WroteHeaders would prove nothing.
-		GetConn:      func(string) { w.v.CompareAndSwap(uint32(WriteUnknown), uint32(WroteNothing)) },
-		WroteHeaders: func() { w.v.Store(uint32(WroteHeaders)) },
+		GetConn: func(string) { w.v.Or(traceGetConn) },
+		GotConn: func(httptrace.GotConnInfo) {
+			// A connection for a request whose whole body was written
+			// already is a replay by the base itself (HTTP/1.1 replays
+			// only requests that wrote nothing, which report an error).
+			// The hook runs before the request is handed to that
+			// connection, so the request's context is done before a
+			// byte of it is written.
+			if w.v.Or(traceGotConn)&traceWroteRequest != 0 {
+				w.stop(errReplayStopped)
+			}
+		},
+		WroteHeaders: func() { w.v.Or(traceWroteHeaders) },
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
-				w.v.Store(uint32(WroteRequest))
+				w.v.Or(traceWroteRequest)
 			}
 		},
 	}
 }
 
+// state reports how much of the request was written; WriteUnknown when it
+// may have been written but the trace cannot say how much.
 func (w *writeTrace) state() WriteState {
 	if w == nil {
 		return WriteUnknown
 	}
-	return WriteState(w.v.Load())
+	v := w.v.Load()
+	switch {
+	case v&traceWroteRequest != 0:
+		return WroteRequest
+	case v&traceWroteHeaders != 0:
+		return WroteHeaders
+	case v&traceGotConn != 0:
+		return WriteUnknown
+	case v&traceGetConn != 0:
+		return WroteNothing
+	}
+	return WriteUnknown
 }
 
 func (r *roundTrip) now() time.Time {
