@@ -1,6 +1,8 @@
 package retry
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -79,6 +81,36 @@ type replayBody struct {
 	done       bool  // RoundTrip returned: no further readers
 
 	closeOnce sync.Once
+	stopAbort func() bool // unregisters abort from the caller's context
+}
+
+// abortOn closes the caller's body when ctx, the caller's, is done: a
+// read of it that blocks (a paused io.Pipe) then ends, and with it the
+// base transport's writer, which net/http's HTTP/1.1 client waits for
+// before RoundTrip returns. It must be called before any reader is made.
+func (b *replayBody) abortOn(ctx context.Context) {
+	if ctx.Done() == nil {
+		return // never done
+	}
+	b.stopAbort = context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		if b.err == nil && !b.eof {
+			b.err = fmt.Errorf("retry: request body abandoned: %w", context.Cause(ctx))
+		}
+		b.wake.Broadcast()
+		b.mu.Unlock()
+		b.closeSource()
+	})
+}
+
+// closeSource closes the caller's body, once.
+func (b *replayBody) closeSource() {
+	b.closeOnce.Do(func() {
+		if b.stopAbort != nil {
+			b.stopAbort()
+		}
+		b.src.Close()
+	})
 }
 
 // newReplayBody prepares the caller's body for replay. A body announced
@@ -112,7 +144,19 @@ func (b *replayBody) reader(counted bool) (*replayReader, error) {
 // getBody is installed as each attempt's [http.Request.GetBody] when a
 // replay is safe, so the base transport's own rewinds (HTTP/2 GOAWAY and
 // REFUSED_STREAM, 307 and 308 redirects) replay too.
-func (b *replayBody) getBody() (io.ReadCloser, error) { return b.reader(false) }
+//
+// It refuses a body whose reading failed or contradicted its ContentLength:
+// net/http's HTTP/2 client replays after a PROTOCOL_ERROR reset, which is
+// how a server answers a body shorter than declared.
+func (b *replayBody) getBody() (io.ReadCloser, error) {
+	b.mu.Lock()
+	err := cmp.Or(b.lengthErr, b.err)
+	b.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return b.reader(false)
+}
 
 // replayable reports whether another attempt could send the whole body.
 func (b *replayBody) replayable() bool {
@@ -178,7 +222,7 @@ func (b *replayBody) closeIfUnused() {
 	if last {
 		// A reader cut off may still be in src.Read: closing src under it
 		// is what net/http itself does to a body it abandons.
-		b.closeOnce.Do(func() { b.src.Close() })
+		b.closeSource()
 	}
 }
 

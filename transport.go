@@ -419,6 +419,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 	hasBody := req.Body != nil && req.Body != http.NoBody
 	if hasBody && req.GetBody == nil && r.c.maxAttempts > 1 {
 		r.body = newReplayBody(req.Body, req.ContentLength, r.c.maxBuffered)
+		r.body.abortOn(req.Context())
 		defer r.body.finish()
 	}
 	ctx := req.Context()
