@@ -39,6 +39,15 @@ const (
 	// resetProtocolError executes the request and resets its stream with
 	// PROTOCOL_ERROR; the connection stays up.
 	resetProtocolError
+	// resetEvery is resetProtocolError for every request of the
+	// connection, not only the first.
+	resetEvery
+	// refuseStream resets the request's stream with REFUSED_STREAM on
+	// its HEADERS, unprocessed (RFC 9113 §8.7); the connection stays up.
+	refuseStream
+	// refuseAndGoAway refuses the stream, then sends GOAWAY (last
+	// stream 0) and closes: net/http's replay finds no connection.
+	refuseAndGoAway
 )
 
 // h2Server is an HTTP/2 server over cleartext TCP (prior knowledge, RFC
@@ -49,6 +58,9 @@ const (
 type h2Server struct {
 	ln    net.Listener
 	fault func(conn int) h2Fault
+	// perRequest, if not nil, picks the fault of every request instead,
+	// on every connection.
+	perRequest func() h2Fault
 
 	mu        sync.Mutex
 	execs     map[string]int
@@ -103,6 +115,7 @@ func (s *h2Server) executions(id string) int {
 // h2Request is a request being received on one stream.
 type h2Request struct {
 	id, sum string
+	fault   h2Fault // what the server does once it has executed it
 	body    bytes.Buffer
 }
 
@@ -135,11 +148,26 @@ func (s *h2Server) serve(c net.Conn, fault h2Fault) {
 			}
 		case *http2.MetaHeadersFrame:
 			id := f.StreamID
-			if fault == goAwayUnprocessed {
+			if s.perRequest != nil {
+				fault = s.perRequest()
+			}
+			switch fault {
+			case goAwayUnprocessed:
+				fr.WriteGoAway(0, http2.ErrCodeNo, nil)
+				return
+			case refuseStream:
+				fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
+				fault = h2OK // once per connection
+				continue
+			case refuseAndGoAway:
+				fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 				fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 				return
 			}
-			streams[id] = &h2Request{id: f.PseudoValue("path"), sum: headerValue(f, headerSum)}
+			streams[id] = &h2Request{id: f.PseudoValue("path"), sum: headerValue(f, headerSum), fault: fault}
+			if fault == resetProtocolError {
+				fault = h2OK // once per connection
+			}
 			if f.StreamEnded() {
 				done = id
 			}
@@ -164,7 +192,7 @@ func (s *h2Server) serve(c net.Conn, fault h2Fault) {
 		r := streams[done]
 		delete(streams, done)
 		s.execute(r)
-		switch fault {
+		switch r.fault {
 		case goAwayProcessed:
 			fr.WriteGoAway(done, http2.ErrCodeNo, nil)
 			return
@@ -172,9 +200,8 @@ func (s *h2Server) serve(c net.Conn, fault h2Fault) {
 			writeH2Response(fr, done, responseBody[:len(responseBody)/2], false)
 			fr.WriteGoAway(done, http2.ErrCodeInternal, nil)
 			return
-		case resetProtocolError:
+		case resetProtocolError, resetEvery:
 			fr.WriteRSTStream(done, http2.ErrCodeProtocol)
-			fault = h2OK // once per connection
 			continue
 		}
 		if writeH2Response(fr, done, responseBody, true) != nil {
@@ -353,41 +380,179 @@ func TestHTTP2GoAway(t *testing.T) {
 // (no Idempotency-Key) and then resets its stream with PROTOCOL_ERROR.
 // net/http's HTTP/2 transport replays any request after such a reset when
 // it can rewind the body (h2_bundle.go, http2canRetryError,
-// golang/go#47635), on a new connection. The attempts of an unsafe request
-// therefore carry no GetBody, so it is executed once, whether the server
-// resets the first connection or every connection (where net/http would
-// otherwise replay it for as long as the context lasts).
+// golang/go#47635), and a request without a body always: alone, it runs
+// such a POST hundreds of times in 300ms. The attempts of
+// an unsafe request carry no GetBody, and the Transport stops a replay of
+// one without a body before it is written (its trace sees a second
+// connection handed to a request already written whole). So it is executed
+// once, whether the server resets the first stream or every stream
+// (where net/http alone replays it for as long as the context lasts, with
+// no context deadline for ever), and the call ends at once.
+//
+// Bound: with the Transport, one attempt, checked by a 10s guard that only
+// a replay loop reaches; without it, the 300ms context deadline.
 func TestH2ProtocolErrorDoesNotReplayUnsafeRequest(t *testing.T) {
-	post := kind{name: "POST", method: http.MethodPost, body: 4 << 10, opaque: true}
-	for _, every := range []bool{false, true} {
-		for _, withRetry := range []bool{false, true} {
-			name := "first connection"
-			if every {
-				name = "every connection"
-			}
-			t.Run(name+"/retry="+strconv.FormatBool(withRetry), func(t *testing.T) {
-				fds := openFDs(t)
-				s := newH2Server(t, func(conn int) h2Fault {
-					if every || conn == 1 {
-						return resetProtocolError
+	posts := []kind{
+		{name: "POST", method: http.MethodPost, body: 4 << 10, opaque: true},
+		{name: "POST-GetBody", method: http.MethodPost, body: 4 << 10},
+		{name: "POST-no-body", method: http.MethodPost},
+	}
+	for _, post := range posts {
+		for _, every := range []bool{false, true} {
+			for _, withRetry := range []bool{false, true} {
+				name := "first stream"
+				fault := resetProtocolError
+				if every {
+					name, fault = "every stream", resetEvery
+				}
+				t.Run(post.name+"/"+name+"/retry="+strconv.FormatBool(withRetry), func(t *testing.T) {
+					fds := openFDs(t)
+					s := newH2Server(t, func(int) h2Fault { return fault })
+					base := h2Transport()
+					var rt http.RoundTripper = base
+					ctx := context.Background()
+					var gaveUp retry.Event
+					if withRetry {
+						rt = retry.New(base, retry.WithBackoff(retry.Constant{Base: time.Millisecond}),
+							retry.WithOnGiveUp(func(e retry.Event) { gaveUp = e }))
+					} else {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+						defer cancel()
 					}
-					return h2OK
+					var id string
+					var rtErr error
+					done := make(chan struct{})
+					go func() {
+						defer close(done)
+						id, _, rtErr, _ = h2Do(ctx, t, rt, s.url(), post)
+					}()
+					select {
+					case <-done:
+					case <-time.After(10 * time.Second):
+						s.close() // ends the replays
+						<-done
+						t.Fatalf("RoundTrip still running after 10s: net/http replays the POST")
+					}
+					base.CloseIdleConnections()
+					s.close()
+					n := s.executions(id)
+					switch {
+					case !withRetry && (post.body == 0 || !post.opaque):
+						// net/http alone: the hazard the Transport removes,
+						// shown so that the server is known to provoke it.
+						if n < 2 {
+							t.Errorf("net/http alone executed %s %d times; want it replayed", id, n)
+						}
+					case n != 1:
+						t.Errorf("unsafe %s executed %d times; want 1 (RoundTrip error: %v)", id, n, rtErr)
+					}
+					if withRetry {
+						var re *retry.Error
+						if !errors.As(rtErr, &re) || re.Reason != retry.StopUnsafe || re.Attempts != 1 || gaveUp.Class != retry.Transient {
+							t.Errorf("RoundTrip error: %v (class %v); want a transient *retry.Error after 1 attempt, unsafe to replay", rtErr, gaveUp.Class)
+						}
+					}
+					checkNoLeaks(t, fds)
 				})
-				base := h2Transport()
-				var rt http.RoundTripper = base
-				if withRetry {
-					rt = retry.New(base, retry.WithBackoff(retry.Constant{Base: time.Millisecond}))
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-				defer cancel()
-				id, _, rtErr, _ := h2Do(ctx, t, rt, s.url(), post)
-				base.CloseIdleConnections()
-				s.close()
-				if n := s.executions(id); n != 1 {
-					t.Errorf("unsafe %s executed %d times; want 1 (RoundTrip error: %v)", id, n, rtErr)
-				}
-				checkNoLeaks(t, fds)
-			})
+			}
 		}
+	}
+}
+
+// TestH2RefusedStreamAndGoAwayClosesBody: the server refuses a safe
+// request's stream and goes away. net/http calls the GetBody the Transport
+// installs for a streamed body, finds no connection, drops that reader
+// unread and unclosed, and replays on a new connection with another. The
+// request succeeds once, and the caller's body is closed exactly once (a
+// reader that was never read does not keep it open).
+func TestH2RefusedStreamAndGoAwayClosesBody(t *testing.T) {
+	for _, k := range []kind{
+		{name: "PUT-buffered", method: http.MethodPut, body: 4 << 10, opaque: true},
+		{name: "POST-key", method: http.MethodPost, key: true, body: 4 << 10, opaque: true},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			fds := openFDs(t)
+			s := newH2Server(t, func(conn int) h2Fault {
+				if conn == 1 {
+					return refuseAndGoAway
+				}
+				return h2OK
+			})
+			base := h2Transport()
+			rt := retry.New(base, retry.WithBackoff(retry.Constant{Base: time.Millisecond}))
+			id := "/" + k.name + "-" + strconv.FormatInt(idSeq.Add(1), 10)
+			payload := bytes.Repeat([]byte{7}, k.body)
+			sum := sha256.Sum256(payload)
+			body := &closeCounter{r: &opaqueReader{bytes.NewReader(payload)}}
+			req, err := http.NewRequest(k.method, s.url()+id, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set(headerSum, hex.EncodeToString(sum[:]))
+			if k.key {
+				req.Header.Set("Idempotency-Key", id)
+			}
+			resp, err := rt.RoundTrip(req)
+			if err != nil {
+				t.Fatalf("RoundTrip: %v", err)
+			}
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || !bytes.Equal(got, responseBody) {
+				t.Errorf("response body: %d bytes, %v; want the whole body", len(got), err)
+			}
+			base.CloseIdleConnections()
+			s.close()
+			if n := s.executions(id); n != 1 {
+				t.Errorf("%s executed %d times; want 1", id, n)
+			}
+			if len(s.corrupted) > 0 {
+				t.Errorf("corrupted bodies executed: %v", s.corrupted)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for body.closes.Load() == 0 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond) // net/http may close it after RoundTrip returned
+			}
+			if n := body.closes.Load(); n != 1 {
+				t.Errorf("the caller's body was closed %d times; want 1", n)
+			}
+			checkNoLeaks(t, fds)
+		})
+	}
+}
+
+// TestH2RefusedStreamWithoutBody pins down the price of stopping
+// net/http's own replays: a POST without a body whose stream the server
+// refuses (RFC 9113 §8.7: not processed) is not replayed by net/http
+// either, since the trace cannot tell REFUSED_STREAM from PROTOCOL_ERROR.
+// It fails as unsafe to replay, unexecuted; with an Idempotency-Key it is
+// retried and succeeds.
+func TestH2RefusedStreamWithoutBody(t *testing.T) {
+	for _, k := range []kind{
+		{name: "POST-no-body", method: http.MethodPost},
+		{name: "POST-no-body-key", method: http.MethodPost, key: true},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			fds := openFDs(t)
+			s := newH2Server(t, func(int) h2Fault { return refuseStream })
+			base := h2Transport()
+			rt := retry.New(base, retry.WithBackoff(retry.Constant{Base: time.Millisecond}))
+			id, _, rtErr, _ := h2Do(context.Background(), t, rt, s.url(), k)
+			base.CloseIdleConnections()
+			s.close()
+			n := s.executions(id)
+			if k.key {
+				if rtErr != nil || n != 1 {
+					t.Errorf("RoundTrip error %v, %d executions; want a response, executed once", rtErr, n)
+				}
+			} else {
+				var re *retry.Error
+				if !errors.As(rtErr, &re) || re.Reason != retry.StopUnsafe || n != 0 {
+					t.Errorf("RoundTrip error %v, %d executions; want unsafe to replay, not executed", rtErr, n)
+				}
+			}
+			checkNoLeaks(t, fds)
+		})
 	}
 }
