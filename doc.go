@@ -54,7 +54,8 @@
 //     429, 503, or a throttling error code (see package awsretry for AWS's,
 //     which Route 53 sends as HTTP 400). Retried for every method.
 //   - Unsent: the request never left — the dial was refused, DNS failed
-//     temporarily, nothing was written. Retried for every method.
+//     temporarily, no connection was handed to it. Retried for every
+//     method.
 //   - Transient: it may have been processed — 408, 500, 502, 504 and the
 //     other 5xx but 501 and 505, a connection reset or timeout after the
 //     request was written. Retried only when a replay is safe: an
@@ -66,6 +67,23 @@
 //
 // So a POST is never sent twice by accident: after a 500 or a reset it is
 // returned to the caller, unless it carries an Idempotency-Key.
+//
+// # HTTP/1.1 and HTTP/2
+//
+// The default base speaks HTTP/1.1, and HTTP/2 with TLS servers that offer
+// it; every promise here holds over both, and over HTTP/2 in cleartext.
+// A request counts as unsent only when no connection was handed to it (or
+// its HTTP/2 stream was refused): net/http's HTTP/2 client may still be
+// flushing the headers when an attempt times out. net/http's HTTP/2 client
+// replays by itself a request it can rewind after a stream reset, and one
+// without a body always; the attempts of an unsafe request carry no
+// GetBody, and a replay of one without a body is cancelled before it is
+// written (so such a request whose stream is refused after it was written
+// whole is returned, not replayed). The caller's body is closed exactly
+// once, also when net/http drops a replay body it made, and when the
+// request's context ends while the body blocks. [Transport.AttemptTimeout]
+// ends an attempt with [ErrAttemptTimeout] on both protocols, and does not
+// bound reading the body of the response returned.
 //
 // # Waits
 //
@@ -89,7 +107,8 @@
 // (bytes.Reader, strings.Reader, bytes.Buffer bodies) is replayed with it,
 // without a copy; any other body is streamed on the first attempt and
 // copied aside, up to [Transport.MaxBufferedBody] (8 MiB by default). A
-// larger body is sent once and not retried. Discarded responses are drained
+// larger body is sent once and not retried. A body that contradicts its
+// ContentLength fails once, as the caller's error. Discarded responses are drained
 // (up to 64 KiB) and closed, so their connections are reused.
 //
 // # The end

@@ -93,19 +93,21 @@ func TestHostileEndless503ClosingConnections(t *testing.T) {
 // then, as a fourth wait would end past the deadline, returns the fourth
 // 503 at once: StopDeadline after 4 attempts, well under MaxAttempts.
 func TestHostileEndless503UntilDeadline(t *testing.T) {
-	s := newScript(t, status(503))
-	var g giveUps
-	rt, clock := hostileTransport(nil, WithMaxAttempts(100), WithBackoff(Constant{Base: 3 * time.Second}), WithOnGiveUp(g.hook))
-	defer rt.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
-	require.NoError(t, err)
-	assert.Equal(t, 503, resp.StatusCode)
-	assert.Len(t, s.requests(), 4)
-	assert.Equal(t, []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second}, clock.waits())
-	assert.Equal(t, StopDeadline, g.last(t).Reason)
-	assert.Equal(t, 4, g.last(t).Attempt)
+	forEachProto(t, func(t *testing.T, p proto) {
+		s := newScriptOver(t, p, status(503))
+		var g giveUps
+		rt, clock := hostileTransport(s.base, WithMaxAttempts(100), WithBackoff(Constant{Base: 3 * time.Second}), WithOnGiveUp(g.hook))
+		defer rt.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, s.requests(), 4)
+		assert.Equal(t, []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second}, clock.waits())
+		assert.Equal(t, StopDeadline, g.last(t).Reason)
+		assert.Equal(t, 4, g.last(t).Attempt)
+	})
 }
 
 // Retry-After values a hostile or broken server sends, beyond those
@@ -194,24 +196,26 @@ func date(ahead time.Duration, layout string) func(time.Time) []string {
 // a 500 asking to retry in 1s is returned at once, StopUnsafe, 1 attempt.
 // The same on a GET is a floor on the backoff.
 func TestHostileRetryAfterOnServerError(t *testing.T) {
-	for _, method := range []string{"POST", "GET"} {
-		t.Run(method, func(t *testing.T) {
-			s := newScript(t, status(500, "Retry-After", "1"), status(200))
-			var g giveUps
-			rt, clock := hostileTransport(nil, WithOnGiveUp(g.hook))
-			defer rt.CloseIdleConnections()
-			resp, _, err := do(t, rt, mustRequest(t, method, s.srv.URL, strings.NewReader("x")))
-			require.NoError(t, err)
-			if method == "POST" {
-				assert.Equal(t, 500, resp.StatusCode)
-				assert.Len(t, s.requests(), 1)
-				assert.Equal(t, StopUnsafe, g.last(t).Reason)
-				return
-			}
-			assert.Equal(t, 200, resp.StatusCode)
-			assert.Equal(t, []time.Duration{time.Second}, clock.waits())
-		})
-	}
+	forEachProto(t, func(t *testing.T, p proto) {
+		for _, method := range []string{"POST", "GET"} {
+			t.Run(method, func(t *testing.T) {
+				s := newScriptOver(t, p, status(500, "Retry-After", "1"), status(200))
+				var g giveUps
+				rt, clock := hostileTransport(s.base, WithOnGiveUp(g.hook))
+				defer rt.CloseIdleConnections()
+				resp, _, err := do(t, rt, mustRequest(t, method, s.srv.URL, strings.NewReader("x")))
+				require.NoError(t, err)
+				if method == "POST" {
+					assert.Equal(t, 500, resp.StatusCode)
+					assert.Len(t, s.requests(), 1)
+					assert.Equal(t, StopUnsafe, g.last(t).Reason)
+					return
+				}
+				assert.Equal(t, 200, resp.StatusCode)
+				assert.Equal(t, []time.Duration{time.Second}, clock.waits())
+			})
+		}
+	})
 }
 
 // endless writes p every interval until the client goes away, done is
@@ -241,28 +245,29 @@ func endless(w http.ResponseWriter, r *http.Request, done <-chan struct{}, p []b
 // first 503 is drained for at most that long and closed, the second attempt
 // succeeds: about 1s in all.
 func TestHostileTricklingErrorBody(t *testing.T) {
-	done := make(chan struct{})
-	defer close(done)
-	var attempts atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if attempts.Add(1) > 1 {
-			w.WriteHeader(200)
-			return
-		}
-		w.WriteHeader(503)
-		endless(w, r, done, []byte("e"), 50*time.Millisecond, 1000)
-	}))
-	defer srv.Close()
-	rt, _ := hostileTransport(nil)
-	defer rt.CloseIdleConnections()
-	start := time.Now()
-	resp, _, err := do(t, rt, mustRequest(t, "GET", srv.URL, nil))
-	elapsed := time.Since(start)
-	require.NoError(t, err)
-	assert.Equal(t, 200, resp.StatusCode)
-	assert.EqualValues(t, 2, attempts.Load())
-	assert.GreaterOrEqual(t, elapsed, drainTimeout, "the discarded body was drained until the limit")
-	assert.Less(t, elapsed, drainTimeout+2*time.Second, "the drain is bounded by drainTimeout")
+	forEachProto(t, func(t *testing.T, p proto) {
+		done := make(chan struct{})
+		defer close(done)
+		var attempts atomic.Int32
+		srv := p.server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if attempts.Add(1) > 1 {
+				w.WriteHeader(200)
+				return
+			}
+			w.WriteHeader(503)
+			endless(w, r, done, []byte("e"), 50*time.Millisecond, 1000)
+		}))
+		rt, _ := hostileTransport(p.base(t, srv))
+		defer rt.CloseIdleConnections()
+		start := time.Now()
+		resp, _, err := do(t, rt, mustRequest(t, "GET", srv.URL, nil))
+		elapsed := time.Since(start)
+		require.NoError(t, err)
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.EqualValues(t, 2, attempts.Load())
+		assert.GreaterOrEqual(t, elapsed, drainTimeout, "the discarded body was drained until the limit")
+		assert.Less(t, elapsed, drainTimeout+2*time.Second, "the drain is bounded by drainTimeout")
+	})
 }
 
 // An endless error body on a response that is returned (a POST's 500, or
@@ -271,34 +276,35 @@ func TestHostileTricklingErrorBody(t *testing.T) {
 // Bound: the caller reads 4 KiB and closes; the server writes at most
 // 1 GiB and stops when the connection closes.
 func TestHostileEndlessBodyReturned(t *testing.T) {
-	for _, tt := range []struct {
-		method string
-		code   int
-		stop   StopReason
-	}{{"POST", 500, StopUnsafe}, {"GET", 503, StopAttempts}} {
-		t.Run(tt.method, func(t *testing.T) {
-			done := make(chan struct{})
-			defer close(done)
-			var attempts atomic.Int32
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				attempts.Add(1)
-				w.WriteHeader(tt.code)
-				endless(w, r, done, bytes.Repeat([]byte("e"), 32<<10), 0, 1<<15)
-			}))
-			defer srv.Close()
-			var g giveUps
-			rt, _ := hostileTransport(nil, WithMaxAttempts(2), WithOnGiveUp(g.hook))
-			defer rt.CloseIdleConnections()
-			resp, err := rt.RoundTrip(mustRequest(t, tt.method, srv.URL, strings.NewReader("x")))
-			require.NoError(t, err)
-			assert.Equal(t, tt.code, resp.StatusCode)
-			n, err := io.CopyN(io.Discard, resp.Body, 4<<10)
-			assert.NoError(t, err)
-			assert.EqualValues(t, 4<<10, n)
-			require.NoError(t, resp.Body.Close())
-			assert.Equal(t, tt.stop, g.last(t).Reason)
-		})
-	}
+	forEachProto(t, func(t *testing.T, p proto) {
+		for _, tt := range []struct {
+			method string
+			code   int
+			stop   StopReason
+		}{{"POST", 500, StopUnsafe}, {"GET", 503, StopAttempts}} {
+			t.Run(tt.method, func(t *testing.T) {
+				done := make(chan struct{})
+				defer close(done)
+				var attempts atomic.Int32
+				srv := p.server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					attempts.Add(1)
+					w.WriteHeader(tt.code)
+					endless(w, r, done, bytes.Repeat([]byte("e"), 32<<10), 0, 1<<15)
+				}))
+				var g giveUps
+				rt, _ := hostileTransport(p.base(t, srv), WithMaxAttempts(2), WithOnGiveUp(g.hook))
+				defer rt.CloseIdleConnections()
+				resp, err := rt.RoundTrip(mustRequest(t, tt.method, srv.URL, strings.NewReader("x")))
+				require.NoError(t, err)
+				assert.Equal(t, tt.code, resp.StatusCode)
+				n, err := io.CopyN(io.Discard, resp.Body, 4<<10)
+				assert.NoError(t, err)
+				assert.EqualValues(t, 4<<10, n)
+				require.NoError(t, resp.Body.Close())
+				assert.Equal(t, tt.stop, g.last(t).Reason)
+			})
+		}
+	})
 }
 
 // trickle writes s to the hijacked connection of w one byte per interval,
@@ -389,10 +395,14 @@ func TestHostileTrickledHeaders(t *testing.T) {
 // (200ms) or, with none, at drainTimeout (1s), and the next attempt
 // succeeds.
 func TestHostileStallAfterHeaders(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) { testStallAfterHeaders(t, p) })
+}
+
+func testStallAfterHeaders(t *testing.T, p proto) {
 	newServer := func(t *testing.T, code int) (*httptest.Server, *atomic.Int32) {
 		done := make(chan struct{})
 		var n atomic.Int32
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := p.server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if n.Add(1) > 1 && code != 200 {
 				io.WriteString(w, "ok")
 				return
@@ -406,14 +416,14 @@ func TestHostileStallAfterHeaders(t *testing.T) {
 			case <-r.Context().Done():
 			}
 		}))
-		t.Cleanup(func() { close(done); srv.Close() })
+		t.Cleanup(func() { close(done); srv.Close() }) // before p.server's Close
 		return srv, &n
 	}
 	t.Run("200 with AttemptTimeout", func(t *testing.T) {
 		// The attempt's timeout bounds the wait for the response, not the
 		// reading of the body returned: that ends at the caller's deadline.
 		srv, _ := newServer(t, 200)
-		rt, _ := hostileTransport(nil, WithAttemptTimeout(50*time.Millisecond))
+		rt, _ := hostileTransport(p.base(t, srv), WithAttemptTimeout(50*time.Millisecond))
 		defer rt.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 		defer cancel()
@@ -430,7 +440,7 @@ func TestHostileStallAfterHeaders(t *testing.T) {
 	})
 	t.Run("200 with a deadline", func(t *testing.T) {
 		srv, _ := newServer(t, 200)
-		rt, _ := hostileTransport(nil)
+		rt, _ := hostileTransport(p.base(t, srv))
 		defer rt.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
@@ -443,7 +453,7 @@ func TestHostileStallAfterHeaders(t *testing.T) {
 	for _, timeout := range []time.Duration{200 * time.Millisecond, 0} {
 		t.Run(fmt.Sprintf("503 with AttemptTimeout=%v", timeout), func(t *testing.T) {
 			srv, n := newServer(t, 503)
-			rt, _ := hostileTransport(nil, WithAttemptTimeout(timeout))
+			rt, _ := hostileTransport(p.base(t, srv), WithAttemptTimeout(timeout))
 			defer rt.CloseIdleConnections()
 			start := time.Now()
 			resp, body, err := do(t, rt, mustRequest(t, "GET", srv.URL, nil))
