@@ -103,10 +103,7 @@ func (s *soakServer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // soakFaults is the fault mix, by weight out of 100; the rest are 200s.
-var soakFaults = []struct {
-	weight int
-	name   string
-}{
+var soakFaults = []weighted{
 	{10, "503 Retry-After-Ms"},
 	{3, "503 Retry-After too long"},
 	{8, "429"},
@@ -115,15 +112,25 @@ var soakFaults = []struct {
 	{5, "reset before reading"},
 }
 
-func pickSoakFault() string {
+func pickSoakFault() string { return pick(soakFaults, "") }
+
+// weighted is a fault and its weight out of 100.
+type weighted struct {
+	weight int
+	name   string
+}
+
+// pick returns one of ws at random, by weight, or none when the weights
+// left over out of 100 are drawn.
+func pick(ws []weighted, none string) string {
 	n := rand.IntN(100)
-	for _, f := range soakFaults {
-		if n < f.weight {
-			return f.name
+	for _, w := range ws {
+		if n < w.weight {
+			return w.name
 		}
-		n -= f.weight
+		n -= w.weight
 	}
-	return ""
+	return none
 }
 
 func resetConn(w http.ResponseWriter) {

@@ -39,28 +39,14 @@ var stressKinds = []kind{
 
 // stressFaults are what the stress server does to a request, with their
 // weights out of 100; the rest are answered 200 at once.
-var stressFaults = []struct {
-	name   string
-	weight int
-}{
-	{"503 before reading", 12},
-	{"500 after executing", 8},
-	{"abort before reading", 8},
-	{"abort after executing", 10},
-	{"stall, then execute", 12},
-	{"execute, then stall", 12},
-	{"half the body, then abort", 6},
-}
-
-func pickStressFault() string {
-	n := rand.IntN(100)
-	for _, f := range stressFaults {
-		if n < f.weight {
-			return f.name
-		}
-		n -= f.weight
-	}
-	return "ok"
+var stressFaults = []weighted{
+	{12, "503 before reading"},
+	{8, "500 after executing"},
+	{8, "abort before reading"},
+	{10, "abort after executing"},
+	{12, "stall, then execute"},
+	{12, "execute, then stall"},
+	{6, "half the body, then abort"},
 }
 
 // stressServer executes requests (counted by id, only when the whole body
@@ -76,7 +62,7 @@ type stressServer struct {
 }
 
 func (s *stressServer) serve(w http.ResponseWriter, r *http.Request) {
-	fault := pickStressFault()
+	fault := pick(stressFaults, "ok")
 	s.mu.Lock()
 	s.faults[fault]++
 	s.mu.Unlock()
