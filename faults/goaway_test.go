@@ -48,6 +48,10 @@ const (
 	// refuseAndGoAway refuses the stream, then sends GOAWAY (last
 	// stream 0) and closes: net/http's replay finds no connection.
 	refuseAndGoAway
+	// stallRead stops reading the connection for 25ms after the
+	// request's HEADERS, as a busy server does, so that the client's
+	// writes of this and other streams block; then serves it normally.
+	stallRead
 )
 
 // h2Server is an HTTP/2 server over cleartext TCP (prior knowledge, RFC
@@ -163,6 +167,8 @@ func (s *h2Server) serve(c net.Conn, fault h2Fault) {
 				fr.WriteRSTStream(id, http2.ErrCodeRefusedStream)
 				fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 				return
+			case stallRead:
+				time.Sleep(25 * time.Millisecond)
 			}
 			streams[id] = &h2Request{id: f.PseudoValue("path"), sum: headerValue(f, headerSum), fault: fault}
 			if fault == resetProtocolError {

@@ -173,13 +173,15 @@ var h2FaultNames = map[h2Fault]string{
 	goAwayMidBody:      "GOAWAY mid-body",
 	resetProtocolError: "PROTOCOL_ERROR after executing",
 	refuseStream:       "REFUSED_STREAM",
+	stallRead:          "stall reading",
 }
 
 // rawH2Target is the raw HTTP/2 server (h2c) with frame-level faults per
 // request: PROTOCOL_ERROR and REFUSED_STREAM resets, GOAWAY before and
-// after processing and in the middle of the response.
+// after processing and in the middle of the response, and a connection
+// that stops being read for a while.
 func rawH2Target(t *testing.T) stressTarget {
-	faults := []h2Fault{h2OK, h2OK, h2OK, h2OK, h2OK, resetProtocolError, refuseStream, goAwayUnprocessed, goAwayProcessed, goAwayMidBody}
+	faults := []h2Fault{h2OK, h2OK, h2OK, h2OK, h2OK, resetProtocolError, refuseStream, goAwayUnprocessed, goAwayProcessed, goAwayMidBody, stallRead}
 	var mu sync.Mutex
 	counts := make(map[h2Fault]int)
 	s := newH2Server(t, func(int) h2Fault { return h2OK })
