@@ -98,8 +98,10 @@
 // A retry budget ([TokenBucket], one per Transport unless you share one
 // with [WithBudget]) stops the retries when they fail everywhere, so that
 // clients stop multiplying the load on a server that is down. A [Pacer]
-// ([WithPacer]) spaces the attempts to a host at a rate learned from its
-// throttling, for clients that keep a rate-limited API busy all the time.
+// ([WithPacer]) spaces the attempts; package
+// [github.com/backoff-jitter/retry/pace] provides one that learns each
+// host's rate from its throttling, for clients that keep a rate-limited
+// API busy all the time.
 //
 // # Bodies
 //

@@ -2,721 +2,65 @@ package retry
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
-// Adapt is how a [Pacer] adjusts its rate after throttling.
-type Adapt uint8
-
-const (
-	// AdaptCubic, the zero value, cuts the rate to 0.7 times the measured
-	// sending rate on a throttle and grows it back along a cubic curve that
-	// returns to the old rate, then probes above it: the algorithm of the
-	// AWS SDK's "adaptive" retry mode (itself TCP CUBIC, RFC 9438).
-	AdaptCubic Adapt = iota
-	// AdaptAIMD halves the rate on a throttle and adds a fixed amount per
-	// second without one (additive increase, multiplicative decrease).
-	AdaptAIMD
-)
-
-// Tuning of the adaptation, as in the AWS SDKs' adaptive retry mode.
-const (
-	cubicBeta  = 0.7 // rate kept on a throttle
-	cubicScale = 0.4 // C of the cubic growth curve
-	aimdCut    = 0.5 // rate kept on a throttle
-	// smoothing weights the newest half-second of the measured rate.
-	smoothing = 0.8
-	// bucketWidth is the period over which the sending rate is measured.
-	bucketWidth = 500 * time.Millisecond
-	// acceptedShare of the measured success rate is the lowest a throttle
-	// cuts to: just below the server's capacity, so that timing jitter
-	// does not make the paced attempts collide.
-	acceptedShare = 0.9
-	// growthLimit times the measured sending rate is the most the rate
-	// grows to.
-	growthLimit = 1.25
-	// regrant times the rate of the turns handed out is the rate that
-	// voids them, for turns at the new one.
-	regrant = 1.1
-	// minSamples successes are the fewest the current bucket's accepted
-	// rate is estimated from.
-	minSamples = 8
-	// minElapsed is the shortest time a sending rate is estimated over.
-	minElapsed = 10 * time.Millisecond
-	// defaultMinRate is the slowest a Pacer goes, in requests per second.
-	defaultMinRate = 0.5
-	// defaultInitialWindow is how many attempts a key in slow start may
-	// have unanswered at first: TCP's initial window (RFC 6928).
-	defaultInitialWindow = 10
-	// Outages (see Pacer): before the first success, cuts go no lower
-	// than outageShare of the rate the first of them set; a success after
-	// a silence of outageTime, and of outageSilence times the usual
-	// spacing of successes, restarts the key.
-	outageShare   = 0.25
-	outageTime    = 500 * time.Millisecond
-	outageSilence = 10
-	// slowStartLimit is the longest a key stays in slow start: attempts
-	// that never answer (long polls, a hung server) hold their slots, and
-	// the others must not wait on them for longer than this.
-	slowStartLimit = time.Second
-)
-
-// Pacer spaces the attempts sent to each host at a rate it learns from the
-// host's throttling, so that fewer requests are refused in the first place.
-// It is opt-in ([WithPacer]) and may be shared by several Transports.
+// Pacer spaces the attempts a [Transport] sends, so that fewer are
+// refused in the first place: every attempt, the first included, waits
+// for a turn, and reports its outcome on it. Package
+// [github.com/backoff-jitter/retry/pace] provides one that learns each
+// host's rate from its throttling.
 //
-// A key (a host, by default) that is new to the Pacer starts in slow
-// start, as a TCP connection does: at most InitialWindow (10) of its
-// attempts are unanswered at once, every answer opens one slot more, so
-// the window doubles every round trip, and the first answer that no
-// attempt is waiting for ends slow start. A client that sends fewer than
-// ten requests at once never waits; a burst of a hundred to a new host
-// waits a few round trips, once, and no longer than a second. In return,
-// a cold start's burst against a rate limit is refused ten attempts at a
-// time, not a hundred (see the figures below).
-//
-// After slow start a Pacer is idle, at the cost of a few atomic
-// operations and no allocation per attempt, until the key's first
-// throttled outcome. From then on every attempt waits for its turn:
-// turns are handed out first come, first served, one interval (1/rate)
-// apart, after any backoff.
-//
-// The rate adapts as the AWS SDK's "adaptive" retry mode does, with two
-// measurements added. A throttle of an attempt paced at the rate in force
-// cuts the rate to 0.7 times it ([AdaptCubic]; 0.5 with [AdaptAIMD]), and
-// the turns already handed out are void: their attempts stop waiting and
-// take new turns at the new rate, instead of meeting the refusals the old
-// one earned. While a client is refused, the rate at which its requests
-// are still accepted is the server's capacity (as BBR takes the delivery
-// rate for the bottleneck's), so the first cut goes at least as far as 0.9
-// times it, bringing a cold start's burst down to the server's rate in one
-// cut instead of a dozen, and later cuts go no further than that. Throttles of
-// attempts sent before the cut (or before the Pacer engaged) cut nothing
-// more: one cut answers one burst, as TCP cuts once per window.
-// Successes grow the rate back, along a cubic curve that returns to the
-// old rate and then probes above it ([AdaptCubic]), or by one request per
-// second per second ([AdaptAIMD]); never beyond 1.25 times the rate the
-// client was measured sending at (growth nothing has tested), and never
-// below MinRate. A client that sends less does not lower the rate. Once
-// the rate has grown to 1.1 times the rate queued turns were handed out
-// at, they too are void, so that a queue does not hold the client at an
-// old rate.
-//
-// Server hints set the pace before the server has to refuse: a response
-// whose IETF RateLimit field says no quota remains (r=0, or
-// RateLimit-Remaining: 0) pauses the key until the reset it names, and a
-// throttled response's Retry-After (or other [ServerWait] header) pauses it
-// for that long; after a pause the waiting attempts leave one interval
-// apart, not all at once.
-//
-// Every throttled outcome teaches the rate, a 503 (Service Unavailable)
-// included: it is how S3 (SlowDown) and Azure Storage (ServerBusy)
-// throttle. An outage refuses everything, and the rate it teaches would
-// starve the key once the server is back; it is told apart from a limit
-// by its silence. A success after half a second without one, and ten
-// times the usual spacing of successes before the refusals began (2 s at
-// 5 requests a second: a limiter that admits its quota at the start of
-// each second is silent for most of it), ends an outage: the key starts
-// afresh, in slow start. A key refused from its first attempt on, with no
-// success to measure, holds its rate at a quarter of the first cut's,
-// probing, so that the requests waiting for turns are not pushed past
-// their deadlines by a rate that says nothing of the server.
-//
-// Against nginx's limit_req at 100 requests/s (429, no Retry-After), 100
-// clients making 3 requests each through one Transport needed 1.06
-// attempts per request and 1.17 times the ideal 3 s (median of 5 rounds)
-// with the Pacer, against 6.05 attempts and 1.95 times with full jitter
-// alone (bench/pacing).
-//
-// The zero value is ready to use. Fields must not be changed after first
-// use. A Pacer is safe for concurrent use.
-type Pacer struct {
-	// Key maps a request to the limit it counts against. Nil means the
-	// request's host (URL.Host); an API limited per account (Route 53
-	// allows five requests a second per account) keys by the account.
-	Key func(*http.Request) string
-
-	// MinRate is the slowest the Pacer paces a key, in requests per
-	// second. Zero means 0.5.
-	MinRate float64
-
-	// Adapt chooses how the rate is adjusted. Zero means [AdaptCubic].
-	Adapt Adapt
-
-	// InitialWindow is how many attempts a key that is new to the Pacer
-	// may have unanswered at once, in slow start (see above). Zero means
-	// 10; a negative value turns slow start off, so that nothing waits
-	// before the key's first throttle.
-	InitialWindow int
-
-	keys sync.Map // key string -> *paceState
-
-	// afterFunc, if not nil, replaces time.AfterFunc for slow start's
-	// time limit (a seam for tests).
-	afterFunc func(d time.Duration, f func()) (stop func() bool)
+// Implementations must be safe for concurrent use.
+type Pacer interface {
+	// Wait returns when the next attempt of req may be sent, with its
+	// turn. It returns the error of ctx when ctx ends first, and, without
+	// waiting, an error that wraps [context.DeadlineExceeded] when the
+	// wait would end past ctx's deadline. req is the caller's request,
+	// which Wait must not modify.
+	Wait(ctx context.Context, req *http.Request) (Turn, error)
 }
 
-// paceState is the learned rate of one key.
-type paceState struct {
-	engaged atomic.Bool  // read without the lock on the fast path
-	slow    atomic.Bool  // in slow start; read without the lock too
-	okOnce  atomic.Bool  // a success has been seen
-	sent    atomic.Int64 // attempts sent in the current measurement bucket
-	ok      atomic.Int64 // successes in the current measurement bucket
-	// bucketEnd is when the current measurement bucket ends, in Unix
-	// nanoseconds (0: none yet), for the lock-free fast path.
-	bucketEnd atomic.Int64
-
-	mu       sync.Mutex
-	gen      uint64        // the turns' generation: +1 whenever they are void (see void)
-	next     time.Time     // when the next token is due
-	interval time.Duration // between tokens: 1/fill
-	fill     float64       // the rate in force, requests per second
-	measured float64       // smoothed sending rate, requests per second
-	accepted float64       // smoothed success rate, requests per second
-	bucket   time.Time     // start of the current measurement bucket
-	lastMax  float64       // rate at the last throttle
-	lastCut  time.Time     // time of the last throttle
-	cutTo    float64       // the rate the last throttle cut to
-	granted  float64       // the rate of the turns handed out since the last void
-	sampled  bool          // a whole bucket has been measured
-	window   float64       // seconds the cubic curve takes back to lastMax
-	paused   time.Time     // no attempt before this time
-
-	// An outage: cuts with no success between them, then a success a
-	// while after the last one.
-	lastOK      time.Time // the last success (or engaging), engaged
-	cutsSinceOK int       // cuts since then
-	outageBase  float64   // the rate the first of them set
-	holding     bool      // the rate is held at outageShare of outageBase
-	// streakAccepted and streakAfterOK are the smoothed accepted rate and
-	// okOnce when the streak of cuts began.
-	streakAccepted float64
-	streakAfterOK  bool
-
-	// turns is done when the turns handed out are void (see void); nil
-	// until an attempt waits for a turn.
-	turns       context.Context
-	cancelTurns context.CancelFunc
-
-	// Slow start: before the key has engaged, at most slots attempts
-	// are unanswered at once.
-	inflight  int           // attempts holding a slot
-	slots     int           // the window: one slot more per success
-	waiting   int           // attempts waiting for a slot
-	wake      chan struct{} // closed when a slot frees or slow start ends
-	stopLimit func() bool   // stops the timer of slowStartLimit
+// Turn is an attempt's place in a [Pacer]'s schedule. The Transport calls
+// exactly one of its methods, once.
+type Turn interface {
+	// Done reports the outcome of the attempt sent on the turn.
+	Done(Feedback)
+	// Abandon gives the turn back: its attempt was not sent.
+	Abandon()
 }
 
-// key returns the limit req counts against.
-func (p *Pacer) key(req *http.Request) string {
-	switch {
-	case p.Key != nil:
-		return p.Key(req)
-	case req.URL != nil:
-		return req.URL.Host
-	}
-	return ""
+// Feedback is what a [Transport] tells a [Pacer] of an attempt sent on one
+// of its turns.
+type Feedback struct {
+	// Class is the attempt's outcome class.
+	Class Class
+	// Response is the attempt's response, nil when it failed with an
+	// error. A Pacer may read its header, not its body.
+	Response *http.Response
+	// Wait is how long the server asked its clients to hold off, and
+	// Hinted whether it asked: the [ServerWait] of a throttled response
+	// (read with the Transport's RateLimitReset), or, for a response that
+	// still succeeded, the reset of a quota it says is spent (an IETF
+	// RateLimit field with r=0, or RateLimit-Remaining: 0).
+	Wait   time.Duration
+	Hinted bool
 }
 
-func (p *Pacer) state(req *http.Request) *paceState {
-	key := p.key(req)
-	if s, ok := p.keys.Load(key); ok {
-		return s.(*paceState)
+// feedback is what the Transport tells its Pacer of outcome o of class c.
+func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
+	f := Feedback{Class: c, Response: o.Response}
+	if o.Response == nil {
+		return f
 	}
-	fresh := new(paceState)
-	if w := p.initialWindow(); w > 0 {
-		fresh.slots = w
-		fresh.slow.Store(true)
+	switch c {
+	case Throttled:
+		f.Wait, f.Hinted = ServerWait(o.Response.Header, r.now(), r.t.RateLimitReset)
+	case Success:
+		f.Wait, f.Hinted = quotaExhausted(o.Response.Header, r.now())
 	}
-	s, _ := p.keys.LoadOrStore(key, fresh)
-	return s.(*paceState)
-}
-
-func (p *Pacer) initialWindow() int {
-	if p.InitialWindow == 0 {
-		return defaultInitialWindow
-	}
-	return p.InitialWindow
-}
-
-func (p *Pacer) minRate() float64 {
-	if p.MinRate > 0 {
-		return p.MinRate
-	}
-	return defaultMinRate
-}
-
-// Validate reports invalid settings.
-func (p *Pacer) Validate() error {
-	switch {
-	case p.MinRate < 0 || math.IsNaN(p.MinRate) || math.IsInf(p.MinRate, 0):
-		return fmt.Errorf("retry: Pacer.MinRate %v is not a finite positive rate", p.MinRate)
-	case p.Adapt > AdaptAIMD:
-		return fmt.Errorf("retry: Pacer.Adapt %d is not a known algorithm", p.Adapt)
-	}
-	return nil
-}
-
-// admit waits, while s is in slow start, for a slot of its window, and
-// reports whether the attempt took one; the slot is given back by
-// [Pacer.observeState] or [paceState.release]. Out of slow start it
-// returns at once: on a key that has left it, at the cost of one atomic
-// load. The wait ends with ctx, and slow start itself ends no later than
-// slowStartLimit after its first attempt.
-func (p *Pacer) admit(ctx context.Context, s *paceState) (bool, error) {
-	if !s.slow.Load() {
-		return false, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopLimit == nil && s.slow.Load() {
-		after := p.afterFunc
-		if after == nil {
-			after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
-		}
-		s.stopLimit = after(slowStartLimit, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.leaveSlowStart()
-		})
-	}
-	for s.slow.Load() && s.inflight >= s.slots {
-		if s.wake == nil {
-			s.wake = make(chan struct{})
-		}
-		wake := s.wake
-		s.waiting++
-		s.mu.Unlock()
-		var err error
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		s.mu.Lock()
-		s.waiting--
-		if err != nil {
-			return false, err
-		}
-	}
-	if !s.slow.Load() {
-		return false, nil
-	}
-	s.inflight++
-	return true, nil
-}
-
-// release gives back a slow-start slot. An answer opens one slot more
-// (the window doubles every round trip, as TCP's slow start does), and an
-// answer that nothing is waiting for ends slow start: the window no
-// longer limits the client.
-func (s *paceState) release(answered bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.inflight--
-	if !s.slow.Load() {
-		return
-	}
-	if answered {
-		s.slots++
-		if s.waiting == 0 {
-			s.leaveSlowStart()
-			return
-		}
-	}
-	s.wakeAll()
-}
-
-// leaveSlowStart ends slow start and lets every waiting attempt go on.
-// The caller holds s.mu.
-func (s *paceState) leaveSlowStart() {
-	if !s.slow.Load() {
-		return
-	}
-	s.slow.Store(false)
-	if s.stopLimit != nil {
-		s.stopLimit()
-	}
-	s.wakeAll()
-}
-
-// wakeAll wakes the attempts waiting for a slot, to look again.
-func (s *paceState) wakeAll() {
-	if s.wake != nil {
-		close(s.wake)
-		s.wake = nil
-	}
-}
-
-// reserveAt takes a token for an attempt about to be sent at time now,
-// and returns how long the attempt must wait for it. A pacer that has not
-// engaged for the key returns 0 and a nil reservation, at the cost of one
-// atomic load. cancel gives the token back when the attempt is not sent.
-//
-// Tokens are handed out first come, first served, one interval apart:
-// each at the later of now and the previous token's time plus the
-// interval (virtual scheduling, the GCRA of ATM networks, with a burst of
-// one). A cut, a pause or a large growth of the rate voids the tokens
-// handed out before it and starts the schedule again (see reschedule):
-// their attempts wake and take new tokens, so no two tokens of one
-// schedule are ever due closer than its interval. A
-// [golang.org/x/time/rate.Limiter] does not fit here: changing its limit
-// re-prices the tokens owed, and new reservations then fall between those
-// already handed out, so the paced attempts arrive in clumps that a
-// strict limiter refuses. Tokens are
-// taken at the time of sending, after any backoff, as in the AWS SDK's
-// adaptive mode.
-func (s *paceState) reserveAt(now time.Time) (time.Duration, *reservation) {
-	if !s.engaged.Load() {
-		return 0, nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	start := now
-	if s.paused.After(start) {
-		start = s.paused
-	}
-	if s.next.After(start) {
-		start = s.next
-	}
-	s.next = start.Add(s.interval)
-	if s.turns == nil {
-		s.turns, s.cancelTurns = context.WithCancel(context.Background())
-	}
-	return start.Sub(now), &reservation{s: s, at: start, next: s.next, gen: s.gen, turns: s.turns}
-}
-
-// reservation is a token taken by [paceState.reserveAt].
-type reservation struct {
-	s    *paceState
-	at   time.Time // when the token is due
-	next time.Time // the next token's time it set
-	gen  uint64    // the generation of the rate the token was taken at
-	// turns is done when the token is void: its attempt stops waiting
-	// for it and takes a new one.
-	turns context.Context
-}
-
-// cancel gives the token back if no later one was handed out since: a
-// token in the middle of the schedule stays spent, which only spaces the
-// attempts a little more.
-func (r *reservation) cancel() {
-	if r == nil {
-		return
-	}
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	if r.s.next.Equal(r.next) {
-		r.s.next = r.at
-	}
-}
-
-// stale reports whether the rate or the pause changed since the token was
-// handed out: its time is void, and the attempt takes a new token.
-func (r *reservation) stale() bool {
-	if r == nil {
-		return false
-	}
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	return r.gen != r.s.gen
-}
-
-// generation returns the generation of the rate the attempt was paced at,
-// 0 when it was not paced.
-func (r *reservation) generation() uint64 {
-	if r == nil {
-		return 0
-	}
-	return r.gen
-}
-
-// observeState updates the key's rate after the outcome of an attempt
-// paced at the rate of generation gen (0: not paced), and gives back its
-// slow-start slot if it held one.
-func (p *Pacer) observeState(s *paceState, slot bool, class Class, resp *http.Response, gen uint64, now time.Time, xReset ResetFormat) {
-	if slot {
-		// After learning from the outcome: a throttle has ended slow
-		// start by then, and the attempts that waited for a slot go on
-		// to wait for turns. Any answer of a working server opens the
-		// window (a 404 is one); a throttle, an outage or a transport
-		// error does not.
-		defer s.release(class == Success || class == Permanent && resp != nil)
-	}
-	if class != Throttled && class != Success {
-		return // neither says anything about the server's rate limit
-	}
-	var pause time.Duration
-	var hinted bool
-	if resp != nil {
-		if class == Throttled {
-			pause, hinted = ServerWait(resp.Header, now, xReset)
-		} else {
-			pause, hinted = quotaExhausted(resp.Header, now)
-		}
-	}
-	if class == Success {
-		s.ok.Add(1)
-		if !s.okOnce.Load() {
-			s.okOnce.Store(true)
-		}
-	}
-	if class == Success && !hinted && !s.engaged.Load() {
-		if end := s.bucketEnd.Load(); end != 0 && now.UnixNano() < end {
-			return // nothing to update until the bucket ends
-		}
-		s.mu.Lock()
-		s.measure(now)
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.measure(now)
-	switch {
-	case class == Throttled && s.engaged.Load() && gen != s.gen:
-		// The attempt was not paced at the rate in force: it left
-		// before the last cut, or before the pacer engaged, and that
-		// cut has answered it already. Cutting again for every
-		// attempt of one burst would collapse the rate; TCP too cuts
-		// once per window of data (RFC 5681 §3.1).
-	case class == Throttled && s.holding:
-		// Refused again and again, nothing accepted: an outage, or a
-		// quota spent. Cutting on would learn nothing and, with every
-		// turn pushed far out, fail the waiting requests on their
-		// deadlines; the rate in force probes until a success.
-	case class == Throttled:
-		s.throttled(now, p.Adapt, p.minRate())
-	case s.engaged.Load() && s.cutsSinceOK > 0 && s.outageOver(now):
-		// The first success after an outage: see restart.
-		s.restart(now, p.initialWindow())
-	case s.engaged.Load():
-		s.succeeded(now, p.Adapt, p.minRate())
-	}
-	if class == Success && s.engaged.Load() {
-		s.lastOK, s.cutsSinceOK, s.holding = now, 0, false
-	}
-	if hinted && pause > 0 {
-		s.pause(now, pause, p.minRate())
-	}
-}
-
-// measure folds the attempts sent in each half-second bucket that has
-// ended into the smoothed sending rate.
-func (s *paceState) measure(now time.Time) {
-	if s.bucket.IsZero() {
-		s.bucket = now
-		s.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
-	}
-	if elapsed := now.Sub(s.bucket); elapsed >= bucketWidth {
-		sec := elapsed.Seconds()
-		sent, ok := float64(s.sent.Swap(0))/sec, float64(s.ok.Swap(0))/sec
-		if !s.sampled {
-			// The first bucket is the estimate, not a fifth of it.
-			s.measured, s.accepted, s.sampled = sent, ok, true
-		} else {
-			s.measured = sent*smoothing + s.measured*(1-smoothing)
-			s.accepted = ok*smoothing + s.accepted*(1-smoothing)
-		}
-		s.bucket = now
-		s.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
-	}
-}
-
-// throttled cuts the rate below the rate the client was sending at.
-func (s *paceState) throttled(now time.Time, adapt Adapt, minRate float64) {
-	// Engaged, the rate in force is what the server refused. Before, it
-	// is the rate the client was measured sending at; throttled before a
-	// whole bucket was measured, the attempts sent so far, over at least
-	// minElapsed, estimate it.
-	base := s.fill
-	if !s.engaged.Load() {
-		s.lastOK, s.cutsSinceOK, s.holding = now, 0, false // an outage is timed from here
-		base = s.measured
-		if base <= 0 {
-			base = float64(s.sent.Load()) / max(now.Sub(s.bucket), minElapsed).Seconds()
-		}
-	}
-	s.lastMax = base
-	s.lastCut = now
-	if s.cutsSinceOK == 0 {
-		// The first cut of a streak: what came before tells an outage's
-		// silence from a limit's pauses (see outageOver).
-		s.streakAccepted, s.streakAfterOK = s.accepted, s.okOnce.Load()
-	}
-	s.cutsSinceOK++
-	s.void()
-	var next float64
-	switch adapt {
-	case AdaptAIMD:
-		next = base * aimdCut
-	default:
-		next = base * cubicBeta
-	}
-	// A rate limit has a fixed capacity, and while the client is being
-	// refused, the rate at which it is still accepted measures it (as
-	// BBR takes the delivery rate for the bottleneck's).
-	switch c := s.acceptedRate(now); {
-	case !s.engaged.Load() && c > 0:
-		// The first cut goes at least that far: from the burst of a
-		// cold start, at thousands of requests a second, multiplying
-		// by 0.7 would take a dozen cuts, each paid for with a round
-		// of refusals.
-		next = min(next, acceptedShare*c)
-	case c > 0:
-		// Later cuts go no further than just below it, as long as that
-		// is a cut at all: a rate near the limit was found, and a deep
-		// cut would take seconds of cubic growth to win back.
-		next = max(next, acceptedShare*min(c, base))
-	}
-	switch {
-	case s.streakAfterOK:
-		// The server has accepted requests: refused now, it is over
-		// its limit, or down; either way the rate comes down.
-	case s.cutsSinceOK == 1:
-		s.outageBase = next
-	case next < outageShare*s.outageBase:
-		// Never a success yet: the rate the cuts approach is the
-		// outage's, not the server's. Held here, the waiting requests
-		// keep turns within their deadlines until it answers.
-		next = outageShare * s.outageBase
-		s.holding = true
-	}
-	s.cutTo = max(next, minRate)
-	if adapt == AdaptCubic {
-		s.window = math.Cbrt(max(base-next, 0) / cubicScale)
-	}
-	s.setRate(next, minRate)
-	// The turns handed out at the old rate would meet refusals.
-	s.reschedule(now)
-}
-
-// acceptedRate returns the rate of successes: the smoothed rate, or the
-// current bucket's if that is higher (it is fresher) and counts at least
-// minSamples successes.
-func (s *paceState) acceptedRate(now time.Time) float64 {
-	n := s.ok.Load()
-	if n < minSamples {
-		return s.accepted // too few to tell a rate from chance
-	}
-	return max(s.accepted, float64(n)/max(now.Sub(s.bucket), minElapsed).Seconds())
-}
-
-// succeeded grows the rate back after a throttle.
-func (s *paceState) succeeded(now time.Time, adapt Adapt, minRate float64) {
-	t := now.Sub(s.lastCut).Seconds()
-	var next float64
-	switch adapt {
-	case AdaptAIMD:
-		// One request per second more for every second without a
-		// throttle, from the rate the cut set.
-		next = s.cutTo + t
-	default:
-		d := t - s.window
-		next = cubicScale*d*d*d + s.lastMax
-	}
-	// Growth beyond what the client is measured sending at is growth
-	// nothing has tested: a client whose turns were handed out at the old
-	// rate would find, once they are spent, a rate the server refuses.
-	// So the rate grows only from a measured sending rate. Nor does a
-	// client that sends less lower the rate it has learned.
-	if next > s.fill {
-		next = min(next, max(s.fill, growthLimit*s.measured))
-	}
-	s.setRate(next, minRate)
-	// Turns queued at a rate well below the new one would keep the client
-	// at the old rate for as long as the queue lasts: they are void, and
-	// their attempts take turns at the new rate.
-	if s.next.After(now) && s.fill >= regrant*s.granted {
-		s.reschedule(now)
-	}
-}
-
-// reschedule voids the turns handed out so far and starts the schedule
-// again at the rate in force, one interval from now (after a throttle,
-// the server has just said it is over its limit). The caller holds s.mu.
-func (s *paceState) reschedule(now time.Time) {
-	s.void()
-	s.granted = s.fill
-	s.next = now.Add(s.interval)
-}
-
-// setRate sets the rate of the tokens handed out from now on.
-func (s *paceState) setRate(r, minRate float64) {
-	r = max(r, minRate)
-	s.fill = r
-	s.interval = time.Duration(float64(time.Second) / r)
-	s.engaged.Store(true)
-	s.leaveSlowStart()
-}
-
-// outageOver reports whether a success at now, after a streak of cuts,
-// ends an outage: a silence of outageTime since the last success, and ten
-// times the usual spacing of successes before the streak. A limiter that
-// admits its quota at the start of each window is silent for most of the
-// window: that is not an outage. Refusals that followed no success at all
-// are one after outageTime; refusals after successes whose rate is
-// unknown (the key engaged within its first half-second) are none.
-func (s *paceState) outageOver(now time.Time) bool {
-	gap := now.Sub(s.lastOK)
-	switch {
-	case gap < outageTime:
-		return false
-	case !s.streakAfterOK:
-		return true
-	}
-	return gap.Seconds()*s.streakAccepted >= outageSilence // 0 if unknown
-}
-
-// void makes the turns handed out so far void, and wakes their attempts
-// to take new ones. The caller holds s.mu.
-func (s *paceState) void() {
-	s.gen++
-	if s.cancelTurns != nil {
-		s.cancelTurns()
-		s.turns, s.cancelTurns = nil, nil
-	}
-}
-
-// restart forgets what the key learned: after an outage (or a quota spent
-// for a while), the rate it was cut to says nothing about the server that
-// answers again, and growing back from it would take minutes. The key
-// starts afresh, in slow start, as a new one would. The caller holds s.mu.
-func (s *paceState) restart(now time.Time, initialWindow int) {
-	s.engaged.Store(false)
-	s.void()
-	s.next, s.fill, s.interval = time.Time{}, 0, 0
-	s.lastMax, s.cutTo, s.window, s.granted = 0, 0, 0, 0
-	s.cutsSinceOK, s.holding = 0, false
-	// Rates measured in the outage are not the server's either.
-	s.measured, s.accepted, s.sampled = 0, 0, false
-	s.sent.Store(0)
-	s.ok.Store(1) // this success
-	s.bucket = now
-	s.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
-	if initialWindow > 0 {
-		s.slots = initialWindow
-		s.stopLimit = nil // a new time limit from the next attempt
-		s.slow.Store(true)
-	}
-}
-
-// pause keeps every attempt of the key from being sent before now+d.
-func (s *paceState) pause(now time.Time, d time.Duration, minRate float64) {
-	if !s.engaged.Load() {
-		base := max(s.measured, minRate)
-		s.setRate(base, minRate)
-	}
-	if until := now.Add(d); until.After(s.paused) {
-		s.paused = until
-		s.void()
-	}
+	return f
 }
 
 // quotaExhausted reports the wait a response announces while it still
@@ -732,18 +76,33 @@ func quotaExhausted(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// Rate returns the rate at which p currently paces key, in requests per
-// second, and whether p has engaged for it at all (+Inf when not).
-func (p *Pacer) Rate(key string) (float64, bool) {
-	v, ok := p.keys.Load(key)
-	if !ok {
-		return math.Inf(1), false
+// pace waits for the Pacer's turn before an attempt, after its backoff.
+// The error it returns is the one RoundTrip returns.
+func (r *roundTrip) pace(ctx context.Context, attempt int) error {
+	turn, err := r.t.Pacer.Wait(ctx, r.req)
+	if err != nil {
+		stop := StopCanceled
+		if ctx.Err() == nil {
+			stop = StopDeadline // the Pacer refused a wait past the deadline
+		}
+		return r.giveUp(attempt-1, Undecided, nil, err, stop)
 	}
-	s := v.(*paceState)
-	if !s.engaged.Load() {
-		return math.Inf(1), false
+	r.turn = turn
+	return nil
+}
+
+// unpace gives back the turn of an attempt that is not sent.
+func (r *roundTrip) unpace() {
+	if r.turn != nil {
+		r.turn.Abandon()
+		r.turn = nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fill, true
+}
+
+// paced reports the outcome of the attempt sent on the current turn.
+func (r *roundTrip) paced(o Outcome, c Class) {
+	if r.turn != nil {
+		r.turn.Done(r.feedback(o, c))
+		r.turn = nil
+	}
 }

@@ -34,6 +34,7 @@ var readmeImports = map[string]string{
 	"json":     "encoding/json",
 	"log":      "log",
 	"os":       "os",
+	"pace":     "github.com/backoff-jitter/retry/pace",
 	"rand":     "crypto/rand",
 	"retry":    "github.com/backoff-jitter/retry",
 	"slog":     "log/slog",

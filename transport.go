@@ -98,12 +98,11 @@ type Transport struct {
 	// TokenBucket to several Transports to share it.
 	Budget Budget
 
-	// Pacer, if not nil, spaces the attempts to each host at a rate learned
-	// from its throttling. Every attempt, the first included, waits for
-	// it. Apart from slow start (at most ten unanswered attempts to a new
-	// host, for its first round trips), it never delays a host that has
-	// neither throttled nor announced its quota spent (RateLimit r=0).
-	Pacer *Pacer
+	// Pacer, if not nil, spaces the attempts: every attempt, the first
+	// included, waits for its turn. Package
+	// [github.com/backoff-jitter/retry/pace] provides one that learns each
+	// host's rate from its throttling.
+	Pacer Pacer
 
 	// OnRetry, if not nil, is called before the wait that precedes each retry.
 	OnRetry func(Event)
@@ -190,7 +189,7 @@ func WithBudget(b Budget) Option {
 }
 
 // WithPacer sets [Transport.Pacer].
-func WithPacer(p *Pacer) Option { return func(t *Transport) { t.Pacer = p } }
+func WithPacer(p Pacer) Option { return func(t *Transport) { t.Pacer = p } }
 
 // WithOnRetry sets [Transport.OnRetry].
 func WithOnRetry(f func(Event)) Option { return func(t *Transport) { t.OnRetry = f } }
@@ -279,8 +278,8 @@ func (t *Transport) check() error {
 	case t.AttemptHeader != "" && !validHeaderName(t.AttemptHeader):
 		return fmt.Errorf("retry: AttemptHeader %q is not a valid header name", t.AttemptHeader)
 	}
-	if t.Pacer != nil {
-		if err := t.Pacer.Validate(); err != nil {
+	if v, ok := t.Pacer.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
 			return err
 		}
 	}
@@ -408,9 +407,7 @@ type roundTrip struct {
 	body *replayBody // nil unless the body is buffered for replay
 
 	prev    time.Duration // the wait slept before the current attempt
-	pacing  *paceState    // the Pacer's state of the request's key; nil without a Pacer
-	paced   uint64        // the pacer's rate generation the attempt was sent at
-	slot    bool          // the attempt holds a slot of the Pacer's slow start
+	turn    Turn          // the Pacer's turn of the current attempt; nil without a Pacer
 	retried Class         // the outcome the current attempt retries; Undecided for the first
 }
 
@@ -455,10 +452,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 				o.Err, class = fmt.Errorf("%w (%w)", lerr, o.Err), Permanent
 			}
 		}
-		if s := r.pacing; s != nil {
-			r.t.Pacer.observeState(s, r.slot, class, o.Response, r.paced, r.now(), r.t.RateLimitReset)
-			r.slot = false
-		}
+		r.paced(o, class)
 		if class == Success {
 			if b := r.c.budget; b != nil {
 				b.Success(r.retried)
@@ -554,70 +548,6 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 	}
 	r.retried = class
 	return delay, fromServer, StopNone
-}
-
-// pace waits for the pacer's token before an attempt, after its backoff:
-// while the key is in slow start, for a slot of its window; once it has
-// engaged, for its turn. A turn made void while the attempt waits for it
-// (the rate was cut, the key paused or restarted) is given up for a new
-// one. A wait that would end past the context's deadline is not begun,
-// and the error returned says so; so does a wait the context ends.
-func (r *roundTrip) pace(ctx context.Context, attempt int) error {
-	p := r.t.Pacer
-	if r.pacing == nil {
-		r.pacing = p.state(r.req)
-	}
-	for {
-		slot, err := p.admit(ctx, r.pacing)
-		if err != nil {
-			return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
-		}
-		r.slot = slot
-		if slot {
-			break // in slow start: the key has not engaged, no turn to take
-		}
-		now := r.now()
-		d, paced := r.pacing.reserveAt(now)
-		r.paced = paced.generation()
-		if d <= 0 {
-			break
-		}
-		if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
-			paced.cancel()
-			err := fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
-			return r.giveUp(attempt-1, Undecided, nil, err, StopDeadline)
-		}
-		if err := r.waitTurn(ctx, d, paced); err != nil {
-			paced.cancel()
-			return r.giveUp(attempt-1, Undecided, nil, err, StopCanceled)
-		}
-		if !paced.stale() {
-			break
-		}
-	}
-	r.pacing.sent.Add(1) // the sending rate counts attempts sent, not waiting
-	return nil
-}
-
-// waitTurn waits d for the turn res, or until it is void. Only the
-// context's end is an error.
-func (r *roundTrip) waitTurn(ctx context.Context, d time.Duration, res *reservation) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(res.turns, cancel)
-	defer stop()
-	if err := r.wait(wctx, d); err != nil && ctx.Err() != nil {
-		return err
-	}
-	return nil
-}
-
-// unpace gives back the slow-start slot of an attempt that is not sent.
-func (r *roundTrip) unpace() {
-	if r.slot {
-		r.pacing.release(false)
-		r.slot = false
-	}
 }
 
 // attemptRequest builds the request of one attempt: a shallow clone of the

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/pace"
 	"github.com/hashicorp/go-cleanhttp"
 	"go.uber.org/goleak"
 )
@@ -222,11 +223,11 @@ func BenchmarkColdBurst(b *testing.B) {
 	defer base.CloseIdleConnections()
 	pacers := []struct {
 		name string
-		new  func() *retry.Pacer
+		new  func() retry.Pacer
 	}{
-		{"none", func() *retry.Pacer { return nil }},
-		{"slow-start", func() *retry.Pacer { return &retry.Pacer{} }},
-		{"no-slow-start", func() *retry.Pacer { return &retry.Pacer{InitialWindow: -1} }},
+		{"none", func() retry.Pacer { return nil }},
+		{"slow-start", func() retry.Pacer { return &pace.Pacer{} }},
+		{"no-slow-start", func() retry.Pacer { return &pace.Pacer{InitialWindow: -1} }},
 	}
 	for _, pc := range pacers {
 		b.Run("pacer="+pc.name, func(b *testing.B) {

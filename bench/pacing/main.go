@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/pace"
 	"github.com/hashicorp/go-cleanhttp"
 	"golang.org/x/time/rate"
 )
@@ -131,13 +132,13 @@ func checkOutput(path string) error {
 // strategy is one way of configuring the shared Transport.
 type strategy struct {
 	name  string
-	pacer func() *retry.Pacer // nil: none
+	pacer func() *pace.Pacer // nil: none
 }
 
 var strategies = []strategy{
 	{name: "FullJitter"},
-	{name: "FullJitter+Pacer(CUBIC)", pacer: func() *retry.Pacer { return &retry.Pacer{Adapt: retry.AdaptCubic} }},
-	{name: "FullJitter+Pacer(AIMD)", pacer: func() *retry.Pacer { return &retry.Pacer{Adapt: retry.AdaptAIMD} }},
+	{name: "FullJitter+Pacer(CUBIC)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptCubic} }},
+	{name: "FullJitter+Pacer(AIMD)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptAIMD} }},
 }
 
 // result is one run of one strategy.

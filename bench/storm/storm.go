@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/pace"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
@@ -86,13 +87,13 @@ func ours(curve func(Config) retry.Backoff, budget bool) func(Config, http.Round
 
 // paced is retry's strategy with its default budget and a Pacer shared by
 // the run's clients, as one process's Transport would share it.
-func paced(curve func(Config) retry.Backoff, adapt retry.Adapt) func(Config, http.RoundTripper, func(retry.Event)) http.RoundTripper {
+func paced(curve func(Config) retry.Backoff, adapt pace.Adapt) func(Config, http.RoundTripper, func(retry.Event)) http.RoundTripper {
 	return func(cfg Config, base http.RoundTripper, onGiveUp func(retry.Event)) http.RoundTripper {
 		return retry.New(base,
 			retry.WithBackoff(curve(cfg)),
 			retry.WithMaxAttempts(maxAttempts),
 			retry.WithOnGiveUp(onGiveUp),
-			retry.WithPacer(&retry.Pacer{Adapt: adapt}),
+			retry.WithPacer(&pace.Pacer{Adapt: adapt}),
 		)
 	}
 }
@@ -112,8 +113,8 @@ var Strategies = []Strategy{
 	{Name: "decorrelated", New: ours(decorrelated, false)},
 	{Name: "full-jitter+budget", New: ours(exponential(retry.FullJitter), true), Reissue: true, Backoff: exponential(retry.FullJitter)},
 	{Name: "full-jitter+budget/fail", New: ours(exponential(retry.FullJitter), true)},
-	{Name: "full-jitter+pacer", New: paced(exponential(retry.FullJitter), retry.AdaptCubic), Reissue: true, Backoff: exponential(retry.FullJitter)},
-	{Name: "full-jitter+pacer-aimd", New: paced(exponential(retry.FullJitter), retry.AdaptAIMD), Reissue: true, Backoff: exponential(retry.FullJitter)},
+	{Name: "full-jitter+pacer", New: paced(exponential(retry.FullJitter), pace.AdaptCubic), Reissue: true, Backoff: exponential(retry.FullJitter)},
+	{Name: "full-jitter+pacer-aimd", New: paced(exponential(retry.FullJitter), pace.AdaptAIMD), Reissue: true, Backoff: exponential(retry.FullJitter)},
 	{Name: "retryablehttp", New: retryablehttpDefaults},
 	{Name: "failsafe", New: failsafeDefaults},
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/awsretry"
+	"github.com/backoff-jitter/retry/pace"
 )
 
 // Route 53 allows five API requests a second per AWS account and answers
@@ -142,8 +143,8 @@ func newClient(endpoint, accessKey, secretKey string, rt http.RoundTripper) *rou
 // Route 53 limits, learned from its throttling. Share one Pacer among all
 // the clients (and Transports) of an account. See above for what it does
 // at 5 requests a second.
-func newPacer() *retry.Pacer {
-	return &retry.Pacer{Key: accountKey}
+func newPacer() *pace.Pacer {
+	return &pace.Pacer{Key: accountKey}
 }
 
 // accountKey is the Pacer's key of a request: the account it counts

@@ -17,7 +17,7 @@
 //	cd examples/route53
 //	go run .                     # the settings of client.go: every call succeeds
 //	go run . -defaults           # retry's defaults instead: calls run out of attempts
-//	go run . -pacer              # and a retry.Pacer keyed by the account (newPacer)
+//	go run . -pacer              # and a pace.Pacer keyed by the account (newPacer)
 //	go run . -workers 50         # 250 calls: the retry budget runs out
 //	go run . -workers 50 -pacer  # the same with the Pacer
 //
@@ -55,6 +55,7 @@ import (
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/awsretry"
+	"github.com/backoff-jitter/retry/pace"
 )
 
 // The fake's account: static credentials, as in a test or a CI job.
@@ -74,7 +75,7 @@ func main() {
 	var o options
 	flag.IntVar(&o.workers, "workers", defaultWorkers, fmt.Sprintf("goroutines, 1 to %d, each making %d calls", maxWorkers, callsPerWorker))
 	flag.BoolVar(&o.defaults, "defaults", false, "use retry's default attempts and backoff instead of the Route 53 settings")
-	flag.BoolVar(&o.pacer, "pacer", false, "add a retry.Pacer keyed by the account (access key ID) to the Transport")
+	flag.BoolVar(&o.pacer, "pacer", false, "add a pace.Pacer keyed by the account (access key ID) to the Transport")
 	flag.Parse()
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "route53:", err)
@@ -124,7 +125,7 @@ type result struct {
 	budget    *retry.TokenBucket
 	lowTokens atomic.Int64 // the fewest tokens the budget held before a retry
 
-	pacer *retry.Pacer // nil without -pacer
+	pacer *pace.Pacer  // nil without -pacer
 	rates []rateSample // the Pacer's rate for the account during the calls
 }
 

@@ -1,0 +1,757 @@
+package pace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/backoff-jitter/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var pacerEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func hostRequest(t *testing.T, host string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://"+host+"/", nil)
+	require.NoError(t, err)
+	return req
+}
+
+func response(code int, header ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
+	return &http.Response{StatusCode: code, Header: h}
+}
+
+// sendAt feeds p successes at rps requests per second for d, starting at
+// from, and returns the time after the last.
+func sendAt(p *Pacer, req *http.Request, from time.Time, rps float64, d time.Duration) time.Time {
+	step := time.Duration(float64(time.Second) / rps)
+	at := from
+	for ; at.Sub(from) < d; at = at.Add(step) {
+		p.reserve(req, at)
+		p.observe(req, retry.Success, response(200), curGen(p, req), at)
+	}
+	return at
+}
+
+// curGen returns the generation of the rate p paces req's key at now: the
+// throttles the tests feed are of attempts paced at the current rate.
+func curGen(p *Pacer, req *http.Request) uint64 {
+	s := p.state(req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sched.gen
+}
+
+func TestPacerIdleUntilThrottled(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 50, 3*time.Second)
+	d, res := p.reserve(req, now)
+	assert.Zero(t, d)
+	assert.Nil(t, res)
+	r, engaged := p.Rate("api.example")
+	assert.False(t, engaged)
+	assert.True(t, math.IsInf(r, 1))
+}
+
+func TestPacerCutsOnThrottle(t *testing.T) {
+	tests := []struct {
+		adapt Adapt
+		want  float64 // fraction of the measured rate kept
+	}{
+		{AdaptCubic, cubicBeta},
+		{AdaptAIMD, aimdCut},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.adapt), func(t *testing.T) {
+			p := &Pacer{Adapt: tt.adapt}
+			req := hostRequest(t, "api.example")
+			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
+			p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+			r, engaged := p.Rate("api.example")
+			require.True(t, engaged)
+			// The measured rate is smoothed, and the throttle closes a
+			// half-second with one attempt fewer: it is a little below 10/s.
+			assert.GreaterOrEqual(t, r, 8*tt.want, "rate after a throttle while sending 10/s")
+			assert.LessOrEqual(t, r, 10*tt.want)
+
+			// A throttle of an attempt sent before the cut changes nothing.
+			p.observe(req, retry.Throttled, response(429), 0, now.Add(5*time.Millisecond))
+			same, _ := p.Rate("api.example")
+			assert.Equal(t, r, same)
+
+			// One paced at the new rate cuts again, but the server was
+			// accepting 10/s: no further than 0.9 times that, which is
+			// here 0.9 times the rate in force.
+			p.observe(req, retry.Throttled, response(429), curGen(p, req), now.Add(10*time.Millisecond))
+			r2, _ := p.Rate("api.example")
+			assert.InDelta(t, acceptedShare*r, r2, 1e-9)
+		})
+	}
+}
+
+// The first half-second measured is the estimate of the sending rate, not
+// a fifth of it (smoothing it with the zero before it).
+func TestPacerFirstMeasurement(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	// Attempts at 0, 100, ..., 500 ms: the first bucket closes at 500 ms
+	// with six attempts and six successes, 12/s.
+	now := sendAt(p, req, pacerEpoch, 10, 550*time.Millisecond)
+	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	r, _ := p.Rate("api.example")
+	assert.InDelta(t, cubicBeta*12, r, 1e-9)
+}
+
+func TestPacerRecoversOnSuccess(t *testing.T) {
+	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+		t.Run(fmt.Sprint(adapt), func(t *testing.T) {
+			p := &Pacer{Adapt: adapt}
+			req := hostRequest(t, "api.example")
+			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
+			p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+			cut, _ := p.Rate("api.example")
+			// Keep sending at 10/s; the rate must climb back to the old
+			// one and never beyond 1.25 times what is measured.
+			at := now
+			var r float64
+			for i := 0; i < 200; i++ {
+				at = at.Add(100 * time.Millisecond)
+				p.reserve(req, at)
+				p.observe(req, retry.Success, response(200), curGen(p, req), at)
+				r, _ = p.Rate("api.example")
+				require.LessOrEqual(t, r, growthLimit*10+1e-9)
+			}
+			assert.Greater(t, r, cut)
+			assert.GreaterOrEqual(t, r, 10.0, "after 20 s without a throttle the rate is back to the old one")
+
+			// A client that then sends less keeps the rate it learned.
+			for i := 0; i < 20; i++ {
+				at = at.Add(time.Second)
+				p.reserve(req, at)
+				p.observe(req, retry.Success, response(200), curGen(p, req), at)
+			}
+			kept, _ := p.Rate("api.example")
+			assert.GreaterOrEqual(t, kept, r)
+		})
+	}
+}
+
+func TestPacerSpacesReservations(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 4, 4*time.Second)
+	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	r, _ := p.Rate("api.example")
+	step := time.Duration(float64(time.Second) / r)
+	var waits []time.Duration
+	for i := 0; i < 4; i++ {
+		d, res := p.reserve(req, now)
+		require.NotNil(t, res)
+		waits = append(waits, d)
+	}
+	// A burst of one: the first token is there, each next one a step later.
+	for i := 1; i < len(waits); i++ {
+		assert.InDelta(t, float64(step), float64(waits[i]-waits[i-1]), float64(time.Millisecond), "waits %v", waits)
+	}
+
+	// A reservation given back is reused by the next attempt.
+	d, res := p.reserve(req, now)
+	res.cancel()
+	d2, _ := p.reserve(req, now)
+	assert.Equal(t, d, d2)
+}
+
+func TestPacerKeysAreIndependent(t *testing.T) {
+	p := &Pacer{}
+	a, b := hostRequest(t, "a.example"), hostRequest(t, "b.example")
+	now := sendAt(p, a, pacerEpoch, 10, 2*time.Second)
+	sendAt(p, b, pacerEpoch, 10, 2*time.Second)
+	p.observe(a, retry.Throttled, response(429), curGen(p, a), now)
+	_, engagedA := p.Rate("a.example")
+	_, engagedB := p.Rate("b.example")
+	assert.True(t, engagedA)
+	assert.False(t, engagedB)
+	d, res := p.reserve(b, now)
+	assert.Zero(t, d)
+	assert.Nil(t, res)
+
+	// A custom key groups hosts: here, every request counts against one account.
+	acct := &Pacer{Key: func(*http.Request) string { return "account-1" }}
+	acct.observe(a, retry.Throttled, response(400), curGen(acct, a), now)
+	_, engaged := acct.Rate("account-1")
+	assert.True(t, engaged)
+	_, res = acct.reserve(b, now)
+	assert.NotNil(t, res, "b.example shares account-1's limit")
+}
+
+func TestPacerServerHints(t *testing.T) {
+	t.Run("Retry-After pauses the key", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+		p.observe(req, retry.Throttled, response(429, "Retry-After", "3"), curGen(p, req), now)
+		d, _ := p.reserve(req, now)
+		assert.Equal(t, 3*time.Second, d)
+		d2, _ := p.reserve(req, now)
+		assert.Greater(t, d2, d, "after the pause, attempts are spaced, not released at once")
+	})
+	t.Run("a spent quota pauses before a refusal", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+		p.observeHint(req, 5*time.Second, curGen(p, req), now)
+		d, res := p.reserve(req, now)
+		require.NotNil(t, res, "an exhausted quota engages the pacer before any throttle")
+		assert.Equal(t, 5*time.Second, d)
+	})
+	t.Run("a pause voids the turns handed out before it", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+		p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+		_, before := p.reserve(req, now)
+		require.NotNil(t, before)
+		p.observeHint(req, 4*time.Second, curGen(p, req), now)
+		assert.True(t, before.stale())
+		d, after := p.reserve(req, now)
+		assert.False(t, after.stale())
+		assert.Equal(t, 4*time.Second, d)
+	})
+	t.Run("a spent quota before any throttle", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		p.observeHint(req, 2*time.Second, curGen(p, req), pacerEpoch)
+		d, _ := p.reserve(req, pacerEpoch)
+		assert.Equal(t, 2*time.Second, d)
+	})
+	t.Run("quota left changes nothing", func(t *testing.T) {
+		p := &Pacer{}
+		req := hostRequest(t, "api.example")
+		p.observe(req, retry.Success, response(200, "RateLimit", `"default";r=40;t=5`), curGen(p, req), pacerEpoch)
+		_, engaged := p.Rate("api.example")
+		assert.False(t, engaged)
+	})
+}
+
+func TestPacerMinRate(t *testing.T) {
+	p := &Pacer{MinRate: 2}
+	req := hostRequest(t, "api.example")
+	now := pacerEpoch
+	for i := 0; i < 20; i++ {
+		now = now.Add(10 * time.Millisecond)
+		p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	}
+	r, _ := p.Rate("api.example")
+	assert.Equal(t, 2.0, r)
+}
+
+func TestPacerValidate(t *testing.T) {
+	for _, p := range []*Pacer{{MinRate: -1}, {MinRate: math.NaN()}, {MinRate: math.Inf(1)}, {Adapt: 9}} {
+		err := p.Validate()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "retry: Pacer.")
+	}
+	assert.NoError(t, (&Pacer{}).Validate())
+}
+
+func TestPacerConcurrentUse(t *testing.T) {
+	p := &Pacer{}
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			req := hostRequest(t, fmt.Sprintf("h%d.example", g%3))
+			at := pacerEpoch
+			for i := 0; i < 300; i++ {
+				at = at.Add(time.Duration(g+1) * time.Millisecond)
+				class := retry.Success
+				if i%50 == 49 {
+					class = retry.Throttled
+				}
+				p.observe(req, class, response(200), curGen(p, req), at)
+				if _, res := p.reserve(req, at); res != nil && i%7 == 0 {
+					res.cancel()
+				}
+			}
+		}(g)
+	}
+	// Keys that are never throttled take the lock-free path of observe
+	// and reserve, from many goroutines at once.
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			req := hostRequest(t, "idle.example")
+			at := pacerEpoch
+			for i := 0; i < 300; i++ {
+				at = at.Add(time.Duration(g+1) * time.Millisecond)
+				p.reserve(req, at)
+				p.observe(req, retry.Success, response(200), 0, at)
+			}
+		}(g)
+	}
+	wg.Wait()
+	_, engaged := p.Rate("idle.example")
+	assert.False(t, engaged)
+	for i := 0; i < 3; i++ {
+		r, engaged := p.Rate(fmt.Sprintf("h%d.example", i))
+		assert.True(t, engaged)
+		assert.GreaterOrEqual(t, r, defaultMinRate)
+	}
+}
+
+
+
+
+// A cold start sends a burst far above the server's capacity: the first
+// cut goes to just below the rate the server accepted, not to 0.7 times
+// the burst's rate, which would take a dozen rounds of refusals.
+func TestPacerColdStartCutsToAcceptedRate(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	for i := 0; i < 1000; i++ {
+		p.reserve(req, pacerEpoch) // a burst: 1000 attempts at once
+	}
+	at := pacerEpoch
+	for i := 0; i < 10; i++ { // ten accepted within 10ms
+		at = at.Add(time.Millisecond)
+		p.observe(req, retry.Success, response(200), 0, at)
+	}
+	p.observe(req, retry.Throttled, response(429), 0, at)
+	r, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	// Ten successes in the 10ms measured: 1000/s, of which 0.9 is kept.
+	assert.InDelta(t, acceptedShare*1000, r, 1e-6)
+
+	// The burst's other refusals were not paced: they cut nothing more.
+	for i := 0; i < 50; i++ {
+		p.observe(req, retry.Throttled, response(429), 0, at)
+	}
+	r2, _ := p.Rate("api.example")
+	assert.Equal(t, r, r2)
+}
+
+// A handful of successes is no rate: the cut ignores a current bucket of
+// fewer than minSamples successes, which would make a rate of anything.
+func TestPacerFewSuccessesAreNoRate(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	for i := 0; i < 100; i++ {
+		p.reserve(req, pacerEpoch)
+	}
+	at := pacerEpoch.Add(time.Millisecond)
+	p.observe(req, retry.Success, response(200), 0, at) // one in 10ms: "100/s"
+	p.observe(req, retry.Throttled, response(429), 0, at)
+	r, _ := p.Rate("api.example")
+	// 100 attempts in the 10ms measured: 10000/s, cut to 0.7 times.
+	assert.InDelta(t, cubicBeta*10000, r, 1e-6)
+}
+
+// A 503 while requests still get through is a throttle like a 429 (S3's
+// SlowDown, Azure Storage's ServerBusy), and its Retry-After pauses the key.
+func TestPacerLearnsFrom503(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
+	p.observe(req, retry.Throttled, response(503), curGen(p, req), now)
+	r, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	assert.Less(t, r, 100.0)
+
+	at := now.Add(time.Second)
+	p.observe(req, retry.Throttled, response(503, "Retry-After", "2"), 0, at)
+	d, _ := p.reserve(req, at)
+	assert.Equal(t, 2*time.Second, d, "a 503's Retry-After pauses the key")
+}
+
+// An outage at a cold start refuses everything from the first attempt:
+// the cuts stop at a quarter of the rate the first one set (so that the
+// waiting requests keep turns within their deadlines), and the first
+// success starts the key afresh, in slow start.
+func TestPacerColdOutage(t *testing.T) {
+	p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
+	req := hostRequest(t, "api.example")
+	s := p.state(req)
+	for i := 0; i < 10; i++ {
+		p.reserve(req, pacerEpoch)
+	}
+	at := pacerEpoch
+	var first float64
+	for i := 0; i < 30; i++ {
+		at = at.Add(20 * time.Millisecond)
+		p.observe(req, retry.Throttled, response(503), curGen(p, req), at)
+		r, _ := p.Rate("api.example")
+		if i == 0 {
+			first = r
+		}
+		require.GreaterOrEqual(t, r, outageShare*first-1e-9, "refusal %d", i+1)
+	}
+	held, _ := p.Rate("api.example")
+	assert.InDelta(t, outageShare*first, held, 1e-9, "the rate is held at a quarter")
+	_, res := p.reserve(req, at)
+	require.NotNil(t, res)
+	p.observe(req, retry.Throttled, response(503), curGen(p, req), at)
+	assert.False(t, res.stale(), "held, a refusal voids no turn")
+
+	// The server is back: the rate learned in the outage is forgotten.
+	at = at.Add(time.Millisecond)
+	p.observe(req, retry.Success, response(200), curGen(p, req), at)
+	_, engaged := p.Rate("api.example")
+	assert.False(t, engaged)
+	assert.True(t, res.stale(), "turns handed out in the outage are void")
+	_, _, _, slow := slowState(s)
+	assert.True(t, slow, "the key starts afresh, in slow start")
+	s.mu.Lock()
+	assert.Zero(t, s.meter.measured)
+	s.mu.Unlock()
+}
+
+// An outage after successes: the rate comes down (nothing is held), and a
+// success after a silence of ten times the usual spacing of successes, and
+// at least outageTime, restarts the key.
+func TestPacerOutageAfterSuccesses(t *testing.T) {
+	p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
+	at := now
+	for i := 0; i < 60; i++ {
+		at = at.Add(50 * time.Millisecond)
+		p.observe(req, retry.Throttled, response(503), curGen(p, req), at)
+	}
+	r, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	assert.Less(t, r, 10.0, "three seconds of refusals bring the rate down")
+	p.observe(req, retry.Success, response(200), curGen(p, req), at)
+	_, engaged = p.Rate("api.example")
+	assert.False(t, engaged, "100/s before, silent for 3s: an outage, over")
+}
+
+// A limiter that admits its quota at the start of each window is silent
+// for the rest of it: at 5 requests/s, a second without a success is no
+// outage, and the key keeps what it learned. Ten spacings (2 s) are.
+func TestPacerWindowSilenceIsNoOutage(t *testing.T) {
+	for _, tt := range []struct {
+		silence time.Duration
+		restart bool
+	}{
+		{time.Second, false},
+		{2500 * time.Millisecond, true},
+	} {
+		t.Run(tt.silence.String(), func(t *testing.T) {
+			p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
+			req := hostRequest(t, "api.example")
+			last := sendAt(p, req, pacerEpoch, 5, 3*time.Second).Add(-200 * time.Millisecond)
+			at := last
+			for i := 0; i < 5; i++ {
+				at = at.Add(time.Millisecond)
+				p.observe(req, retry.Throttled, response(400), curGen(p, req), at)
+			}
+			p.observe(req, retry.Success, response(200), curGen(p, req), last.Add(tt.silence))
+			_, engaged := p.Rate("api.example")
+			assert.Equal(t, !tt.restart, engaged)
+		})
+	}
+}
+
+// Refusals right after a cold start's first successes follow no measured
+// rate of successes: a silence after them cannot be told from a window
+// limiter's, and restarts nothing.
+func TestPacerColdSilenceIsNoOutage(t *testing.T) {
+	p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
+	req := hostRequest(t, "api.example")
+	for i := 0; i < 10; i++ {
+		p.reserve(req, pacerEpoch)
+	}
+	at := pacerEpoch
+	for i := 0; i < 5; i++ { // the window's quota, at once
+		at = at.Add(time.Millisecond)
+		p.observe(req, retry.Success, response(200), 0, at)
+	}
+	for i := 0; i < 20; i++ {
+		at = at.Add(time.Millisecond)
+		p.observe(req, retry.Throttled, response(400), curGen(p, req), at)
+	}
+	p.observe(req, retry.Success, response(200), curGen(p, req), pacerEpoch.Add(5*time.Second))
+	_, engaged := p.Rate("api.example")
+	assert.True(t, engaged)
+}
+
+// Cuts answered quickly, with successes slower to come (a cold start's
+// burst), are not an outage: a success soon after them grows the rate.
+func TestPacerQuickCutsAreNoOutage(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
+	at := now
+	for i := 0; i < 30; i++ { // enough to hold the rate
+		at = at.Add(2 * time.Millisecond)
+		p.observe(req, retry.Throttled, response(429), curGen(p, req), at)
+	}
+	p.observe(req, retry.Success, response(200), curGen(p, req), at.Add(10*time.Millisecond))
+	_, engaged := p.Rate("api.example")
+	assert.True(t, engaged)
+}
+
+// reserve and observe look up req's key, as the Transport does once per
+// RoundTrip, for the tests that drive a Pacer directly.
+func (p *Pacer) reserve(req *http.Request, now time.Time) (time.Duration, *reservation) {
+	s := p.state(req)
+	s.meter.sent.Add(1)
+	return s.reserveAt(now)
+}
+
+func (p *Pacer) observe(req *http.Request, class retry.Class, resp *http.Response, gen uint64, now time.Time) {
+	f := retry.Feedback{Class: class, Response: resp}
+	if class == retry.Throttled && resp != nil {
+		f.Wait, f.Hinted = retry.ServerWait(resp.Header, now, retry.ResetIgnore)
+	}
+	p.observeState(p.state(req), false, f, gen, now)
+}
+
+// observeHint is observe of a success whose response said the quota is
+// spent, for wait: the Transport reads that from its headers.
+func (p *Pacer) observeHint(req *http.Request, wait time.Duration, gen uint64, now time.Time) {
+	f := retry.Feedback{Class: retry.Success, Response: response(200), Wait: wait, Hinted: true}
+	p.observeState(p.state(req), false, f, gen, now)
+}
+
+// fakeLimit replaces slow start's timer: it records the duration asked for
+// and fires only when the test says so.
+type fakeLimit struct {
+	mu      sync.Mutex
+	d       time.Duration
+	f       func()
+	stopped bool
+}
+
+func (l *fakeLimit) afterFunc(d time.Duration, f func()) func() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.d, l.f = d, f
+	return func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.stopped = true
+		return true
+	}
+}
+
+func (l *fakeLimit) fire() {
+	l.mu.Lock()
+	f := l.f
+	l.mu.Unlock()
+	f()
+}
+
+// admitAsync admits an attempt on another goroutine and reports the
+// outcome on the returned channel.
+func admitAsync(ctx context.Context, p *Pacer, s *keyState) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		slot, err := p.admit(ctx, s)
+		if err == nil && !slot {
+			err = errNoSlot
+		}
+		done <- err
+	}()
+	return done
+}
+
+var errNoSlot = errors.New("admitted without a slot")
+
+// waitFor yields until cond holds under s's lock; the test's deadline
+// bounds it.
+func waitFor(t *testing.T, s *keyState, cond func() bool) {
+	t.Helper()
+	for {
+		s.mu.Lock()
+		ok := cond()
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+func slowState(s *keyState) (inflight, slots, waiting int, slow bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.start.inflight, s.start.slots, s.start.waiting, s.start.slow.Load()
+}
+
+func TestPacerSlowStartWindow(t *testing.T) {
+	limit := &fakeLimit{}
+	p := &Pacer{InitialWindow: 2, afterFunc: limit.afterFunc}
+	s := p.state(hostRequest(t, "api.example"))
+	ctx := context.Background()
+	for i := 0; i < 2; i++ {
+		slot, err := p.admit(ctx, s)
+		require.NoError(t, err)
+		require.True(t, slot, "attempt %d is within the window", i+1)
+	}
+	assert.Equal(t, slowStartLimit, limit.d)
+	third, fourth := admitAsync(ctx, p, s), admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.start.waiting == 2 })
+
+	// An answer gives its slot back and opens one more: both waiters go.
+	p.observeState(s, true, retry.Feedback{Class: retry.Success, Response: response(200)}, 0, pacerEpoch)
+	require.NoError(t, <-third)
+	require.NoError(t, <-fourth)
+	inflight, slots, waiting, slow := slowState(s)
+	assert.Equal(t, []int{3, 3, 0}, []int{inflight, slots, waiting})
+	assert.True(t, slow)
+
+	// A failure gives its slot back without opening one, and does not end
+	// slow start.
+	p.observeState(s, true, retry.Feedback{Class: retry.Transient, }, 0, pacerEpoch)
+	_, slots, _, slow = slowState(s)
+	assert.Equal(t, 3, slots)
+	assert.True(t, slow)
+
+	// An answer that nothing waits for ends slow start, and its timer.
+	p.observeState(s, true, retry.Feedback{Class: retry.Permanent, Response: response(404)}, 0, pacerEpoch)
+	_, _, _, slow = slowState(s)
+	assert.False(t, slow)
+	assert.True(t, limit.stopped)
+	for i := 0; i < 100; i++ {
+		slot, err := p.admit(ctx, s)
+		require.NoError(t, err)
+		require.False(t, slot)
+	}
+	_, engaged := p.Rate("api.example")
+	assert.False(t, engaged)
+}
+
+func TestPacerSlowStartEndsOnThrottle(t *testing.T) {
+	p := &Pacer{InitialWindow: 1, afterFunc: (&fakeLimit{}).afterFunc}
+	req := hostRequest(t, "api.example")
+	s := p.state(req)
+	ctx := context.Background()
+	slot, err := p.admit(ctx, s)
+	require.NoError(t, err)
+	require.True(t, slot)
+	s.meter.sent.Add(1)
+	waiter := admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.start.waiting == 1 })
+
+	p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)
+	assert.ErrorIs(t, <-waiter, errNoSlot, "the waiter goes on without a slot, to wait for a turn")
+	_, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	d, res := s.reserveAt(pacerEpoch)
+	require.NotNil(t, res)
+	assert.Positive(t, d, "the first turn after a throttle is an interval away")
+}
+
+func TestPacerSlowStartTimeLimit(t *testing.T) {
+	limit := &fakeLimit{}
+	p := &Pacer{InitialWindow: 1, afterFunc: limit.afterFunc}
+	s := p.state(hostRequest(t, "api.example"))
+	ctx := context.Background()
+	slot, err := p.admit(ctx, s) // an attempt that never answers
+	require.NoError(t, err)
+	require.True(t, slot)
+	waiter := admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.start.waiting == 1 })
+	limit.fire()
+	assert.ErrorIs(t, <-waiter, errNoSlot)
+	_, _, _, slow := slowState(s)
+	assert.False(t, slow)
+}
+
+func TestPacerSlowStartCancel(t *testing.T) {
+	p := &Pacer{InitialWindow: 1, afterFunc: (&fakeLimit{}).afterFunc}
+	s := p.state(hostRequest(t, "api.example"))
+	_, err := p.admit(context.Background(), s)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	waiter := admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.start.waiting == 1 })
+	cancel()
+	assert.ErrorIs(t, <-waiter, context.Canceled)
+	inflight, _, waiting, _ := slowState(s)
+	assert.Equal(t, 1, inflight)
+	assert.Zero(t, waiting)
+}
+
+func TestPacerSlowStartOff(t *testing.T) {
+	p := &Pacer{InitialWindow: -1}
+	s := p.state(hostRequest(t, "api.example"))
+	for i := 0; i < 100; i++ {
+		slot, err := p.admit(context.Background(), s)
+		require.NoError(t, err)
+		require.False(t, slot)
+	}
+	_, _, _, slow := slowState(s)
+	assert.False(t, slow)
+}
+
+// A throttle of an attempt paced at the rate in force voids the turns
+// handed out before it: their attempts take new ones at the new rate.
+func TestPacerCutVoidsTurns(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	var turns []*reservation
+	for i := 0; i < 5; i++ {
+		_, res := p.reserve(req, now)
+		turns = append(turns, res)
+	}
+	later := now.Add(200 * time.Millisecond)
+	p.observe(req, retry.Throttled, response(429), turns[0].generation(), later)
+	r, _ := p.Rate("api.example")
+	step := time.Duration(float64(time.Second) / r)
+	for _, res := range turns {
+		assert.True(t, res.stale())
+	}
+	s := p.state(req)
+	d, res := s.reserveAt(later)
+	assert.False(t, res.stale())
+	assert.Equal(t, step, d, "the new schedule starts an interval after the throttle")
+}
+
+
+// Turns queued at a rate the key has since grown well past are void: the
+// client would otherwise keep the old rate for as long as its queue lasts.
+func TestPacerGrowthVoidsSlowTurns(t *testing.T) {
+	p := &Pacer{}
+	req := hostRequest(t, "api.example")
+	now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
+	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	cut, _ := p.Rate("api.example")
+	var queued []*reservation
+	for i := 0; i < 50; i++ { // five seconds of turns at about 7/s
+		_, res := p.reserve(req, now)
+		queued = append(queued, res)
+	}
+	at := now
+	for i := 0; i < 30 && !queued[0].stale(); i++ {
+		at = at.Add(100 * time.Millisecond)
+		p.reserve(req, at)
+		p.observe(req, retry.Success, response(200), curGen(p, req), at)
+	}
+	assert.True(t, queued[len(queued)-1].stale())
+	r, _ := p.Rate("api.example")
+	assert.GreaterOrEqual(t, r, regrant*cut)
+	d, _ := p.reserve(req, at)
+	assert.Less(t, d, time.Second, "a new turn is near, not behind the void queue")
+}
+
+
+
