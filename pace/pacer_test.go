@@ -314,9 +314,6 @@ func TestPacerConcurrentUse(t *testing.T) {
 	}
 }
 
-
-
-
 // A cold start sends a burst far above the server's capacity: the first
 // cut goes to just below the rate the server accepted, not to 0.7 times
 // the burst's rate, which would take a dozen rounds of refusals.
@@ -618,7 +615,7 @@ func TestPacerSlowStartWindow(t *testing.T) {
 
 	// A failure gives its slot back without opening one, and does not end
 	// slow start.
-	p.observeState(s, true, retry.Feedback{Class: retry.Transient, }, 0, pacerEpoch)
+	p.observeState(s, true, retry.Feedback{Class: retry.Transient}, 0, pacerEpoch)
 	_, slots, _, slow = slowState(s)
 	assert.Equal(t, 3, slots)
 	assert.True(t, slow)
@@ -726,7 +723,6 @@ func TestPacerCutVoidsTurns(t *testing.T) {
 	assert.Equal(t, step, d, "the new schedule starts an interval after the throttle")
 }
 
-
 // Turns queued at a rate the key has since grown well past are void: the
 // client would otherwise keep the old rate for as long as its queue lasts.
 func TestPacerGrowthVoidsSlowTurns(t *testing.T) {
@@ -752,6 +748,3 @@ func TestPacerGrowthVoidsSlowTurns(t *testing.T) {
 	d, _ := p.reserve(req, at)
 	assert.Less(t, d, time.Second, "a new turn is near, not behind the void queue")
 }
-
-
-
