@@ -1,9 +1,12 @@
 package retry_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -127,4 +130,105 @@ func ExampleSlogHook() {
 	resp.Body.Close()
 	// Output:
 	// level=WARN msg=retry method=GET attempt=1 class=throttled status=503 delay=1ms server_delay=false
+}
+
+// Error is what the call returns when its last attempt failed with an
+// error: errors.As finds it through the *url.Error of http.Client, and it
+// says how many attempts were made and why no other followed.
+func ExampleError() {
+	// A port nothing listens on: every dial is refused.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+
+	client := &http.Client{Transport: retry.New(nil,
+		retry.WithMaxAttempts(3),
+		retry.WithBackoff(retry.Constant{Base: time.Millisecond}),
+	)}
+	_, err := client.Get("http://" + addr + "/")
+	var re *retry.Error
+	if errors.As(err, &re) {
+		fmt.Println("attempts:", re.Attempts, "reason:", re.Reason)
+	}
+	var op *net.OpError
+	fmt.Println("the dial error is there too:", errors.As(err, &op) && op.Op == "dial")
+	// Output:
+	// attempts: 3 reason: attempts exhausted
+	// the dial error is there too: true
+}
+
+// WithAttemptTimeout cuts a stuck attempt short and retries it while the
+// call still has time. It bounds each attempt until its response arrives,
+// not the reading of the body returned: bound the call with a context.
+func ExampleWithAttemptTimeout() {
+	var n atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			select { // the first attempt hangs
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		fmt.Fprintln(w, "hello")
+	}))
+	defer srv.Close()
+	defer close(release)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	client := &http.Client{Transport: retry.New(nil,
+		retry.WithAttemptTimeout(50*time.Millisecond),
+		retry.WithOnRetry(func(e retry.Event) {
+			fmt.Println("attempt", e.Attempt, "timed out:", errors.Is(e.Err, retry.ErrAttemptTimeout))
+		}),
+	)}
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Print(resp.Status, ": ", string(body))
+	// Output:
+	// attempt 1 timed out: true
+	// 200 OK: hello
+}
+
+// WithRateLimitReset declares how an API's X-RateLimit-Reset header is
+// read, since APIs disagree (GitHub: a Unix time in seconds). The header
+// then sets a floor under the wait, as Retry-After does.
+func ExampleWithRateLimitReset() {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", "0.05") // 50ms from now
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		fmt.Fprintln(w, "hello")
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: retry.New(nil,
+		retry.WithRateLimitReset(retry.ResetDeltaSeconds),
+		retry.WithBackoff(retry.Constant{Base: time.Millisecond}),
+		retry.WithOnRetry(func(e retry.Event) {
+			fmt.Println("waiting", e.Delay, "as the server asked:", e.ServerDelay)
+		}),
+	)}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.Status)
+	// Output:
+	// waiting 50ms as the server asked: true
+	// 200 OK
 }

@@ -103,7 +103,8 @@ func exampleSources(t *testing.T) map[string]string {
 	return srcs
 }
 
-// TestREADMECodeBlocks checks that every Go block of README.md compiles.
+// TestREADMECodeBlocks checks that every Go block of README.md and of the
+// Markdown files in docs/ compiles.
 // A block is either found verbatim in a program under examples/ (the
 // blocks that use the AWS SDK, which lives in the nested module
 // examples/route53 and not in this one), whose own build and tests check
@@ -113,30 +114,36 @@ func exampleSources(t *testing.T) map[string]string {
 // imports of the package names it uses (readmeImports). Variables a block
 // declares and does not use are allowed; every other error fails.
 func TestREADMECodeBlocks(t *testing.T) {
-	blocks := goBlocks(t, "README.md")
-	if len(blocks) < 5 {
-		t.Fatalf("README.md has %d Go blocks; the parser must have missed some", len(blocks))
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
 	}
 	examples := exampleSources(t)
-
 	fset, imp := sourceImporter()
-
-	for _, b := range blocks {
-		t.Run(fmt.Sprintf("README.md:%d", b.line), func(t *testing.T) {
-			for path, src := range examples {
-				if strings.Contains(src, b.code) {
-					t.Logf("found verbatim in %s", path)
-					return
+	total := 0
+	for _, name := range append([]string{"README.md"}, docs...) {
+		blocks := goBlocks(t, name)
+		total += len(blocks)
+		for _, b := range blocks {
+			t.Run(fmt.Sprintf("%s:%d", name, b.line), func(t *testing.T) {
+				for path, src := range examples {
+					if strings.Contains(src, b.code) {
+						t.Logf("found verbatim in %s", path)
+						return
+					}
 				}
-			}
-			src, err := wrapBlock(b)
-			if err != nil {
-				t.Fatalf("README.md:%d: %v", b.line, err)
-			}
-			if errs := typeCheck(fset, imp, src); len(errs) > 0 {
-				t.Errorf("README.md:%d: the block does not compile:\n%v", b.line, errors.Join(errs...))
-			}
-		})
+				src, err := wrapBlock(name, b)
+				if err != nil {
+					t.Fatalf("%s:%d: %v", name, b.line, err)
+				}
+				if errs := typeCheck(fset, imp, src); len(errs) > 0 {
+					t.Errorf("%s:%d: the block does not compile:\n%v", name, b.line, errors.Join(errs...))
+				}
+			})
+		}
+	}
+	if total < 10 {
+		t.Fatalf("README.md and docs/ have %d Go blocks; the parser must have missed some", total)
 	}
 }
 
@@ -171,13 +178,13 @@ func typeCheck(fset *token.FileSet, imp types.Importer, src string) []error {
 // wrapBlock makes a Go file of b: as it is if it is one, else its
 // declarations or, failing that, a function whose body it is, with the
 // imports it needs. A //line comment keeps the positions of errors those
-// of the README.
-func wrapBlock(b codeBlock) (string, error) {
+// of file, the Markdown file it comes from.
+func wrapBlock(file string, b codeBlock) (string, error) {
 	if strings.HasPrefix(b.code, "package ") {
 		return b.code, nil
 	}
 	fset := token.NewFileSet()
-	lineDirective := fmt.Sprintf("//line README.md:%d\n", b.line)
+	lineDirective := fmt.Sprintf("//line %s:%d\n", file, b.line)
 	body := "package readme\n\n" + lineDirective + b.code
 	f, err := parser.ParseFile(fset, "", body, 0)
 	if err != nil {
@@ -213,7 +220,7 @@ func TestREADMEBlocksFailWhenBroken(t *testing.T) {
 		"client := &http.Client{Transport: retry.New(nil)\n",
 		"var d time.Duration = retry.DefaultMaxAttempts * \"s\"\n",
 	} {
-		src, err := wrapBlock(codeBlock{line: 1, code: code})
+		src, err := wrapBlock("README.md", codeBlock{line: 1, code: code})
 		if err != nil {
 			continue // refused by the parser: good
 		}
