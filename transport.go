@@ -435,23 +435,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			r.unpace()
 			return nil, r.giveUp(attempt-1, Permanent, nil, err, StopBody)
 		}
-		resp, err := r.c.base.RoundTrip(areq)
-		o := Outcome{Request: areq, Response: resp, Err: err, Attempt: attempt, Wrote: a.trace.state()}
-		if err != nil {
-			o.Response = nil
-			if resp != nil && resp.Body != nil {
-				resp.Body.Close() // a RoundTripper that broke its contract
-			}
-			o.Err = a.cause(ctx, areq.Context(), err)
-		}
-		class := r.classify(o)
-		if o.Err != nil && r.body != nil {
-			if lerr := r.body.mismatch(); lerr != nil {
-				// The caller's body contradicts its ContentLength, which
-				// no attempt will change.
-				o.Err, class = fmt.Errorf("%w (%w)", lerr, o.Err), Permanent
-			}
-		}
+		o, class := r.send(ctx, areq, a, attempt)
 		r.paced(o, class)
 		if class == Success {
 			if b := r.c.budget; b != nil {
@@ -481,6 +465,30 @@ func (r *roundTrip) run() (*http.Response, error) {
 		}
 		r.prev = delay
 	}
+}
+
+// send sends the attempt areq through the base transport and returns its
+// outcome and class.
+func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n int) (Outcome, Class) {
+	resp, err := r.c.base.RoundTrip(areq)
+	o := Outcome{Request: areq, Response: resp, Err: err, Attempt: n, Wrote: a.trace.state()}
+	if err == nil {
+		return o, r.classify(o)
+	}
+	o.Response = nil
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close() // a RoundTripper that broke its contract
+	}
+	o.Err = a.cause(ctx, areq.Context(), err)
+	class := r.classify(o)
+	if r.body != nil {
+		if lerr := r.body.mismatch(); lerr != nil {
+			// The caller's body contradicts its ContentLength, which no
+			// attempt will change.
+			o.Err, class = fmt.Errorf("%w (%w)", lerr, o.Err), Permanent
+		}
+	}
+	return o, class
 }
 
 // classify asks the Transport's classifier, then the default one.
