@@ -102,7 +102,7 @@ func Spread(ratio float64) Jitter {
 		if d <= 0 {
 			return 0
 		}
-		return d + floorCapped(clampUnit(u)*ratio*float64(d), saturatedDelay-d)
+		return d + floorCapped(clampUnit(u)*ratio*float64(d), maxDuration-d)
 	}
 }
 
@@ -135,7 +135,7 @@ type Constant struct {
 
 // Delay returns Base with Jitter applied. n and prev are not used.
 func (c Constant) Delay(_ int, _ time.Duration, u float64) time.Duration {
-	return jitterCapped(max(c.Base, 0), saturatedDelay, c.Jitter, u)
+	return jitterCapped(max(c.Base, 0), maxDuration, c.Jitter, u)
 }
 
 // Validate reports a negative Base or an invalid [Spread] ratio.
@@ -356,8 +356,10 @@ func (d Decorrelated) Validate() error {
 	return validateBaseCap("Decorrelated", d.Base, d.Cap)
 }
 
-// saturatedDelay is the largest time.Duration, about 292 years.
-const saturatedDelay = time.Duration(math.MaxInt64)
+// maxDuration is the largest time.Duration, about 292 years: delays and
+// server waits too large for a Duration saturate at it, never wrapping
+// around to a short or negative one.
+const maxDuration = time.Duration(math.MaxInt64)
 
 // belowOne is the largest float64 less than 1.
 const belowOne = 1 - 0x1p-53
@@ -375,10 +377,10 @@ func clampUnit(u float64) float64 {
 }
 
 // curveLimit returns the largest delay a curve with this Cap may return: Cap,
-// or saturatedDelay when Cap is zero (no cap) or negative (invalid).
+// or maxDuration when Cap is zero (no cap) or negative (invalid).
 func curveLimit(limit time.Duration) time.Duration {
 	if limit <= 0 {
-		return saturatedDelay
+		return maxDuration
 	}
 	return limit
 }

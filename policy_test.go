@@ -76,10 +76,10 @@ func TestBackoffLinear(t *testing.T) {
 		}},
 		{"Linear{Base: 1s}", Linear{Base: s}, []curveCase{
 			{math.MaxInt32, 0, 0, math.MaxInt32 * s},
-			{math.MaxInt, 0, 0, saturatedDelay},
+			{math.MaxInt, 0, 0, maxDuration},
 		}},
 		{"Linear{Base: 1ns}", Linear{Base: 1}, []curveCase{
-			{math.MaxInt - 1, 0, 0, saturatedDelay - 1}, {math.MaxInt, 0, 0, saturatedDelay},
+			{math.MaxInt - 1, 0, 0, maxDuration - 1}, {math.MaxInt, 0, 0, maxDuration},
 		}},
 		{"Linear{Base: 1s, Cap: 3s, Jitter: FullJitter}", Linear{Base: s, Cap: 3 * s, Jitter: FullJitter}, []curveCase{
 			{1, 0, 0.5, 500 * ms}, {2, 0, 0.5, s}, {100, 0, 0.5, 1500 * ms},
@@ -102,9 +102,9 @@ func TestBackoffFibonacci(t *testing.T) {
 		{"Fibonacci{Base: 1s, Cap: 10s}", Fibonacci{Base: s, Cap: 10 * s}, curveSchedule(s, s, 2*s, 3*s, 5*s, 8*s, 10*s, 10*s)},
 		{"Fibonacci{Base: 1ns}", Fibonacci{Base: 1}, []curveCase{
 			{0, 0, 0, 1}, {-3, 0, 0, 1}, {50, 0, 0, 12586269025}, {92, 0, 0, fib92},
-			{93, 0, 0, saturatedDelay}, {94, 0, 0, saturatedDelay}, {10000, 0, 0, saturatedDelay}, {math.MaxInt, 0, 0, saturatedDelay},
+			{93, 0, 0, maxDuration}, {94, 0, 0, maxDuration}, {10000, 0, 0, maxDuration}, {math.MaxInt, 0, 0, maxDuration},
 		}},
-		{"Fibonacci{Base: 2ns}", Fibonacci{Base: 2}, []curveCase{{90, 0, 0, 2 * 2880067194370816120}, {91, 0, 0, saturatedDelay}}},
+		{"Fibonacci{Base: 2ns}", Fibonacci{Base: 2}, []curveCase{{90, 0, 0, 2 * 2880067194370816120}, {91, 0, 0, maxDuration}}},
 		{"Fibonacci{Base: 1s, Cap: 1m}", Fibonacci{Base: s, Cap: time.Minute}, []curveCase{
 			{62, 0, 0, time.Minute}, {math.MaxInt32, 0, 0, time.Minute},
 		}},
@@ -133,7 +133,7 @@ func TestBackoffPolynomial(t *testing.T) {
 			{0, 0, 0, s}, {-7, 0, 0, s}, {4, 0, 0, 16 * s}, {5, 0, 0, 20 * s}, {10000, 0, 0, 20 * s}, {math.MaxInt, 0, 0, 20 * s},
 		}},
 		{"Polynomial{Base: 1s, Degree: 2}", Polynomial{Base: s, Degree: 2}, []curveCase{
-			{math.MaxInt32, 0, 0, saturatedDelay}, {math.MaxInt, 0, 0, saturatedDelay},
+			{math.MaxInt32, 0, 0, maxDuration}, {math.MaxInt, 0, 0, maxDuration},
 		}},
 		{"Polynomial{Base: 1s, Cap: 20s, Degree: 2, Jitter: FullJitter}", Polynomial{Base: s, Cap: 20 * s, Degree: 2, Jitter: FullJitter}, []curveCase{
 			{3, 0, 0.5, 4500 * ms}, {100, 0, 0.5, 10 * s},
@@ -165,8 +165,8 @@ func TestBackoffExponential(t *testing.T) {
 			{10000, 0, 0, 20 * s}, {math.MaxInt32, 0, 0, 20 * s}, {math.MaxInt, 0, 0, 20 * s},
 		}},
 		{"Exponential{Base: 1ns}", Exponential{Base: 1}, []curveCase{
-			{63, 0, 0, 1 << 62}, {64, 0, 0, saturatedDelay}, {65, 0, 0, saturatedDelay},
-			{10000, 0, 0, saturatedDelay}, {math.MaxInt, 0, 0, saturatedDelay},
+			{63, 0, 0, 1 << 62}, {64, 0, 0, maxDuration}, {65, 0, 0, maxDuration},
+			{10000, 0, 0, maxDuration}, {math.MaxInt, 0, 0, maxDuration},
 		}},
 		// AWS "Full Jitter": random_between(0, min(Cap, Base*2^(n-1))).
 		{"Exponential{Base: 1s, Cap: 10s, Jitter: FullJitter}", Exponential{Base: s, Cap: 10 * s, Jitter: FullJitter}, []curveCase{
@@ -180,7 +180,7 @@ func TestBackoffExponential(t *testing.T) {
 			{1, 0, 0.5, 1250 * ms}, {3, 0, 0.5, 5 * s}, {4, 0, 0.5, 10 * s}, {4, 0, 0, 8 * s}, {100, 0, 0.9, 10 * s},
 		}},
 		{"Exponential{Base: 1s, Jitter: Spread(0.5)}", Exponential{Base: s, Jitter: Spread(0.5)}, []curveCase{
-			{63, 0, 0.9, saturatedDelay}, {math.MaxInt, 0, 0.9, saturatedDelay},
+			{63, 0, 0.9, maxDuration}, {math.MaxInt, 0, 0.9, maxDuration},
 		}},
 		{"Exponential{Base: 1s, Cap: 10s, Jitter: FullJitter} with u out of range", Exponential{Base: s, Cap: 10 * s, Jitter: FullJitter}, []curveCase{
 			{2, 0, -1, 0}, {2, 0, math.NaN(), 0}, {2, 0, math.Inf(-1), 0},
@@ -205,11 +205,11 @@ func TestBackoffDecorrelated(t *testing.T) {
 			{1, 0, 0, s}, {1, 0, 0.5, 2 * s}, {1, 0, 0.25, 1500 * ms},
 			{2, 2 * s, 0.5, 3500 * ms}, {3, 3500 * ms, 0.5, 5750 * ms}, {4, 5750 * ms, 0.5, 9125 * ms},
 			{5, 9125 * ms, 0.5, 10 * s}, {6, 10 * s, 0.5, 10 * s}, {6, 10 * s, 0, s},
-			{2, 500 * ms, 0.5, 2 * s}, {2, -s, 0.5, 2 * s}, {2, saturatedDelay, 0.5, 10 * s},
+			{2, 500 * ms, 0.5, 2 * s}, {2, -s, 0.5, 2 * s}, {2, maxDuration, 0.5, 10 * s},
 			{2, s, -1, s}, {2, s, math.NaN(), s}, {2, s, 1, 3*s - 1},
 		}},
 		{"Decorrelated{Base: 1s}", Decorrelated{Base: s}, []curveCase{
-			{2, 1 << 62, 0.9, saturatedDelay}, {2, saturatedDelay, 0.999, saturatedDelay}, {2, saturatedDelay, 0, s},
+			{2, 1 << 62, 0.9, maxDuration}, {2, maxDuration, 0.999, maxDuration}, {2, maxDuration, 0, s},
 			{2, 1 << 40, 0.5, s + (3<<40-s)/2},
 		}},
 		{"Decorrelated{}", Decorrelated{}, []curveCase{{1, 0, 0.5, 0}, {2, 2 * s, 0.5, 3 * s}}},
@@ -258,22 +258,22 @@ func TestJitter(t *testing.T) {
 			{s, 0, 0}, {s, 0.25, 250 * ms}, {s, 0.5, 500 * ms}, {s, 0.9, 900 * ms}, {s, belowOne, s - 1},
 			{0, 0.5, 0}, {-s, 0.5, 0}, {math.MinInt64, 0.5, 0}, {1, 0.9, 0}, {3, 0.5, 1},
 			{s, -0.5, 0}, {s, math.NaN(), 0}, {s, 1, s - 1}, {s, 1e300, s - 1},
-			{saturatedDelay, 0.5, 1 << 62}, {saturatedDelay, belowOne, saturatedDelay - 1023}, {saturatedDelay, 1, saturatedDelay - 1023},
+			{maxDuration, 0.5, 1 << 62}, {maxDuration, belowOne, maxDuration - 1023}, {maxDuration, 1, maxDuration - 1023},
 		}},
 		{"EqualJitter", EqualJitter, []jitterCase{
 			{s, 0, 500 * ms}, {s, 0.5, 750 * ms}, {s, 0.9, 950 * ms}, {s, belowOne, s - 1},
 			{0, 0.5, 0}, {-s, 0.5, 0}, {math.MinInt64, 0.9, 0}, {1, 0, 0}, {1, 0.9, 0}, {3, 0, 1}, {3, 0.9, 2},
 			{s, -1, 500 * ms}, {s, math.NaN(), 500 * ms}, {s, math.Inf(1), s - 1},
-			{saturatedDelay, 0, saturatedDelay / 2}, {saturatedDelay, 1, saturatedDelay - 512},
+			{maxDuration, 0, maxDuration / 2}, {maxDuration, 1, maxDuration - 512},
 		}},
 		{"Spread(0.2)", Spread(0.2), []jitterCase{
 			{4 * s, 0, 4 * s}, {4 * s, 0.5, 4400 * ms}, {10 * s, 0.25, 10500 * ms},
 			{0, 0.5, 0}, {-s, 0.5, 0}, {math.MinInt64, 0.5, 0},
 			{4 * s, -1, 4 * s}, {4 * s, math.NaN(), 4 * s}, {4 * s, 2, 4800*ms - 1},
-			{saturatedDelay, 0.5, saturatedDelay}, {saturatedDelay - 1, 0.9, saturatedDelay},
+			{maxDuration, 0.5, maxDuration}, {maxDuration - 1, 0.9, maxDuration},
 		}},
 		{"Spread(0)", Spread(0), []jitterCase{{4 * s, 0.9, 4 * s}, {-s, 0.9, 0}}},
-		{"Spread(1e300)", Spread(1e300), []jitterCase{{4 * s, 0.5, saturatedDelay}, {4 * s, 0, 4 * s}}},
+		{"Spread(1e300)", Spread(1e300), []jitterCase{{4 * s, 0.5, maxDuration}, {4 * s, 0, 4 * s}}},
 		{"Spread(-0.2)", Spread(-0.2), []jitterCase{{4 * s, 0.5, 4 * s}, {-s, 0.5, 0}}},
 		{"Spread(NaN)", Spread(math.NaN()), []jitterCase{{4 * s, 0.5, 4 * s}}},
 		{"Spread(+Inf)", Spread(math.Inf(1)), []jitterCase{{4 * s, 0.5, 4 * s}, {4 * s, 0, 4 * s}}},
@@ -369,7 +369,7 @@ func hostileJitter(d time.Duration, u float64) time.Duration {
 	case u < 0.3:
 		return -d - 1
 	case u < 0.6:
-		return saturatedDelay
+		return maxDuration
 	}
 	return math.MinInt64
 }
@@ -391,7 +391,7 @@ func boundedCurves() []boundedCurve {
 		name string
 		j    Jitter
 	}{{"nil", nil}, {"FullJitter", FullJitter}, {"EqualJitter", EqualJitter}, {"Spread(0.2)", Spread(0.2)}, {"Spread(1e9)", Spread(1e9)}, {"hostile", hostileJitter}}
-	for _, limit := range []time.Duration{0, 20 * s, saturatedDelay} {
+	for _, limit := range []time.Duration{0, 20 * s, maxDuration} {
 		for _, j := range jitters {
 			suffix := "{Cap: " + limit.String() + ", Jitter: " + j.name + "}"
 			curves = append(curves,
@@ -405,7 +405,7 @@ func boundedCurves() []boundedCurve {
 		curves = append(curves, curve{"Decorrelated{Cap: " + limit.String() + "}", Decorrelated{Base: 100 * ms, Cap: limit}, curveLimit(limit)})
 	}
 	for _, j := range jitters {
-		curves = append(curves, curve{"Constant{Jitter: " + j.name + "}", Constant{Base: 100 * ms, Jitter: j.j}, saturatedDelay})
+		curves = append(curves, curve{"Constant{Jitter: " + j.name + "}", Constant{Base: 100 * ms, Jitter: j.j}, maxDuration})
 	}
 	return curves
 }
@@ -426,7 +426,7 @@ func TestBackoffBounds(t *testing.T) {
 	}
 	for _, n := range []int{math.MinInt, -1, 0, 1, 62, 63, 64, 65, 10000, math.MaxInt32, math.MaxInt - 1, math.MaxInt} {
 		for _, u := range []float64{0, 0.1, 0.5, 0.9, belowOne, 1, 2, -1, math.NaN(), math.Inf(1), math.Inf(-1)} {
-			for _, prev := range []time.Duration{0, -s, 100 * ms, 20 * s, saturatedDelay} {
+			for _, prev := range []time.Duration{0, -s, 100 * ms, 20 * s, maxDuration} {
 				calls = append(calls, call{n, prev, u})
 			}
 		}
@@ -467,14 +467,14 @@ func TestBackoffSaturates(t *testing.T) {
 				}
 				last = d
 			}
-			if want := c.b.Delay(math.MaxInt, 0, 0.5); want < saturatedDelay/2 {
-				t.Errorf("%s.Delay(%d, 0, 0.5) = %v; want at least %v", c.name, math.MaxInt, want, saturatedDelay/2)
+			if want := c.b.Delay(math.MaxInt, 0, 0.5); want < maxDuration/2 {
+				t.Errorf("%s.Delay(%d, 0, 0.5) = %v; want at least %v", c.name, math.MaxInt, want, maxDuration/2)
 			}
 		})
 	}
 	for _, n := range []int{64, 10000, math.MaxInt} {
-		if got := (Exponential{Base: 100 * ms}).Delay(n, 0, 0); got != saturatedDelay {
-			t.Errorf("Exponential{Base: 100ms}.Delay(%d, 0, 0) = %v; want %v", n, got, saturatedDelay)
+		if got := (Exponential{Base: 100 * ms}).Delay(n, 0, 0); got != maxDuration {
+			t.Errorf("Exponential{Base: 100ms}.Delay(%d, 0, 0) = %v; want %v", n, got, maxDuration)
 		}
 	}
 }
@@ -540,7 +540,7 @@ func FuzzBackoff(f *testing.F) {
 	f.Add(uint8(4), int64(1), int64(0), 2.0, math.MaxInt, int64(0), 0.999, uint8(3), 0.2)
 	f.Add(uint8(3), int64(s), int64(0), 3.0, math.MaxInt32, int64(0), 0.5, uint8(2), 0.0)
 	f.Add(uint8(2), int64(1), int64(0), 0.0, 93, int64(0), 0.5, uint8(0), 0.0)
-	f.Add(uint8(5), int64(s), int64(10*s), 0.0, 3, int64(saturatedDelay), 0.7, uint8(0), 0.0)
+	f.Add(uint8(5), int64(s), int64(10*s), 0.0, 3, int64(maxDuration), 0.7, uint8(0), 0.0)
 	f.Add(uint8(5), int64(0), int64(0), 0.0, 1, int64(0), math.NaN(), uint8(0), 0.0)
 	f.Add(uint8(4), int64(-s), int64(-s), 0.5, -5, int64(-s), -1.0, uint8(4), math.NaN())
 	f.Add(uint8(3), int64(s), int64(s/2), math.Inf(1), 64, int64(0), 2.0, uint8(3), math.Inf(1))

@@ -8,10 +8,6 @@ import (
 	"time"
 )
 
-// longestWait is the wait a value too large for a time.Duration saturates
-// at: a server wait never wraps around to a short or negative one.
-const longestWait = time.Duration(math.MaxInt64)
-
 // ParseRetryAfter returns the wait that a Retry-After field value asks for,
 // measured from now, and whether value is a valid Retry-After value as
 // defined by RFC 9110 §10.2.3.
@@ -564,18 +560,18 @@ func parseDecimalSeconds(s string) (sec, nsec int64, ok bool) {
 }
 
 // secondsWait returns sec seconds and nsec nanoseconds (nsec < 1e9) as a
-// Duration, saturating at longestWait.
+// Duration, saturating at maxDuration.
 func secondsWait(sec, nsec int64) time.Duration {
 	if sec > (math.MaxInt64-nsec)/int64(time.Second) {
-		return longestWait
+		return maxDuration
 	}
 	return time.Duration(sec)*time.Second + time.Duration(nsec)
 }
 
-// millisWait returns ms milliseconds as a Duration, saturating at longestWait.
+// millisWait returns ms milliseconds as a Duration, saturating at maxDuration.
 func millisWait(ms int64) time.Duration {
 	if ms > math.MaxInt64/int64(time.Millisecond) {
-		return longestWait
+		return maxDuration
 	}
 	return time.Duration(ms) * time.Millisecond
 }

@@ -275,7 +275,7 @@ func (t *Transport) check() error {
 		return fmt.Errorf("retry: AttemptTimeout %v is negative", t.AttemptTimeout)
 	case t.RateLimitReset > ResetUnixMillis:
 		return fmt.Errorf("retry: RateLimitReset %d is not a known format", t.RateLimitReset)
-	case t.AttemptHeader != "" && !validHeaderName(t.AttemptHeader):
+	case t.AttemptHeader != "" && !isToken(t.AttemptHeader):
 		return fmt.Errorf("retry: AttemptHeader %q is not a valid header name", t.AttemptHeader)
 	}
 	if v, ok := t.Pacer.(interface{ Validate() error }); ok {
@@ -294,28 +294,6 @@ func (t *Transport) check() error {
 		}
 	}
 	return nil
-}
-
-// validHeaderName reports whether s is an RFC 9110 token.
-func validHeaderName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c < 0x80 && c > ' ' && !isSeparator(c):
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
-
-func isSeparator(c byte) bool {
-	switch c {
-	case '(', ')', '<', '>', '@', ',', ';', ':', '\\', '"', '/', '[', ']', '?', '=', '{', '}':
-		return true
-	}
-	return false
 }
 
 // CloseIdleConnections closes the idle connections of the base transport,

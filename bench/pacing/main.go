@@ -19,7 +19,6 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,6 +38,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 	"github.com/backoff-jitter/retry/pace"
 	"github.com/hashicorp/go-cleanhttp"
 	"golang.org/x/time/rate"
@@ -306,22 +306,12 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 
 // writeCSV writes one row per run.
 func writeCSV(path string, results []result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	w.Write([]string{"strategy", "round", "requests", "attempts", "refused", "failed", "elapsed_ms"})
+	rows := [][]string{{"strategy", "round", "requests", "attempts", "refused", "failed", "elapsed_ms"}}
 	for _, r := range results {
-		w.Write([]string{r.strategy, strconv.Itoa(r.round), strconv.Itoa(r.requests), strconv.FormatInt(r.attempts, 10),
+		rows = append(rows, []string{r.strategy, strconv.Itoa(r.round), strconv.Itoa(r.requests), strconv.FormatInt(r.attempts, 10),
 			strconv.FormatInt(r.refused, 10), strconv.Itoa(r.failed), strconv.FormatInt(r.elapsed.Milliseconds(), 10)})
 	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.WriteCSV(path, rows)
 }
 
 // server is the rate-limited server under test. It records every attempt

@@ -2,12 +2,12 @@ package main
 
 import (
 	"bytes"
-	"encoding/csv"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 )
 
 // event is one attempt the server saw: when it arrived, from the start of
@@ -77,15 +77,7 @@ func seriesRows(results []result, width time.Duration) [][]string {
 
 // writeSeries writes the -series CSV file.
 func writeSeries(path string, results []result, width time.Duration) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := csv.NewWriter(f).WriteAll(seriesRows(results, width)); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.WriteCSV(path, seriesRows(results, width))
 }
 
 // parseLog parses the complete lines of an nginx access log in the format

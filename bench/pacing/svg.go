@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/xml"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 )
 
 // Chart geometry, in SVG user units (pixels). The panels are stacked, on
@@ -95,7 +95,7 @@ func runNote(r result) string {
 
 // writeSVG writes the chart to path.
 func writeSVG(path string, f figure) error {
-	return os.WriteFile(path, []byte(f.svg()), 0o644)
+	return chart.WriteFile(path, f.svg())
 }
 
 // svg draws the chart: for each strategy, the attempts the server accepted
@@ -108,19 +108,19 @@ func (f figure) svg() string {
 	tmax, step := f.timeAxis()
 	ymax := f.yMax()
 
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="11">`+"\n", chartW, height, chartW, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", chartW, height)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", padL, esc(f.title))
-	fmt.Fprintf(&b, `<text x="%d" y="42" fill="#444">%s</text>`+"\n", padL, esc(f.subtitle))
+	var d chart.Doc
+	d.Begin(chartW, height, 11)
+	d.Heading(padL, f.title, f.subtitle)
 	for i, p := range f.panels {
-		f.drawPanel(&b, p, headerH+i*cellH, ymax, tmax, step)
+		f.drawPanel(&d, p, headerH+i*cellH, ymax, tmax, step)
 	}
 	y := headerH + len(f.panels)*cellH
-	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle" fill="#333">time since the run's start</text>`+"\n", padL+plotW/2, y+4)
-	f.legend(&b, padL, y+20)
-	b.WriteString("</svg>\n")
-	return b.String()
+	d.Printf(`<text x="%d" y="%d" text-anchor="middle" fill="#333">time since the run's start</text>`+"\n", padL+plotW/2, y+4)
+	d.Legend(padL, y+20,
+		chart.Item{Fill: colAccepted, Label: "accepted (200)"},
+		chart.Item{Fill: colRefused, Label: "refused (429)"},
+		chart.Item{Dashed: true, Label: fmt.Sprintf("the server's capacity: %g per %v", f.capacity, f.interval)})
+	return d.End()
 }
 
 // timeAxis is the end of the time axis, past every run, and the step of
@@ -130,7 +130,7 @@ func (f figure) timeAxis() (tmax, step time.Duration) {
 	for _, p := range f.panels {
 		span = max(span, p.elapsed, time.Duration(len(p.bins))*f.interval)
 	}
-	step = time.Duration(niceCeil(span.Seconds()/8) * float64(time.Second))
+	step = time.Duration(chart.NiceCeil(span.Seconds()/8) * float64(time.Second))
 	step = max(step, time.Millisecond)
 	return (span + step - 1) / step * step, step
 }
@@ -154,22 +154,7 @@ func (f figure) yMax() float64 {
 		sort.Ints(bars)
 		top = max(top, float64(bars[len(bars)*9/10]))
 	}
-	return niceCeil(top * 1.05)
-}
-
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten; it is 1 for a v
-// that is not a positive number.
-func niceCeil(v float64) float64 {
-	if !(v > 0) || math.IsInf(v, 1) {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
+	return chart.NiceCeil(top * 1.05)
 }
 
 // peak is the first of bins with the most attempts, and their number.
@@ -183,14 +168,14 @@ func peak(bins []bin) (k, attempts int) {
 }
 
 // drawPanel draws one strategy's run with its top at y.
-func (f figure) drawPanel(b *strings.Builder, p panel, y int, ymax float64, tmax, step time.Duration) {
+func (f figure) drawPanel(b *chart.Doc, p panel, y int, ymax float64, tmax, step time.Duration) {
 	x0, y0 := padL, y+titleH
 	bottom := float64(y0 + plotH)
 	sx := func(t time.Duration) float64 { return float64(x0) + float64(plotW)*float64(t)/float64(tmax) }
 	sy := func(v float64) float64 { return bottom - float64(plotH)*min(v, ymax)/ymax }
 
 	fmt.Fprintf(b, `<text x="%d" y="%d"><tspan font-size="12.5" font-weight="bold">%s</tspan><tspan dx="10" fill="#333">%s</tspan></text>`+"\n",
-		x0, y0-7, esc(p.strategy), esc(p.note))
+		x0, y0-7, chart.Esc(p.strategy), chart.Esc(p.note))
 	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="#fafafa" stroke="#bbb"/>`+"\n", x0, y0, plotW, plotH)
 	fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e2e2e2"/>`+"\n", x0+1, sy(ymax/2), x0+plotW-1, sy(ymax/2))
 
@@ -207,7 +192,7 @@ func (f figure) drawPanel(b *strings.Builder, p panel, y int, ymax float64, tmax
 			fmt.Fprintf(&ref, "M%.1f %.1fh%.1fV%.1fh%.1fz", x, yt, bw, ya, -bw)
 		}
 	}
-	fmt.Fprintf(b, `<g class="series" data-strategy="%s">`+"\n", esc(p.strategy))
+	fmt.Fprintf(b, `<g class="series" data-strategy="%s">`+"\n", chart.Esc(p.strategy))
 	fmt.Fprintf(b, `<path class="accepted" fill="%s" d="%s"/>`+"\n", colAccepted, acc.String())
 	fmt.Fprintf(b, `<path class="refused" fill="%s" d="%s"/>`+"\n", colRefused, ref.String())
 	b.WriteString("</g>\n")
@@ -221,7 +206,7 @@ func (f figure) drawPanel(b *strings.Builder, p panel, y int, ymax float64, tmax
 
 // axes labels a plot whose top left corner is (x0, y0): the attempts at
 // zero, half and full scale, and the time every step.
-func (f figure) axes(b *strings.Builder, x0, y0 int, ymax float64, tmax, step time.Duration) {
+func (f figure) axes(b *chart.Doc, x0, y0 int, ymax float64, tmax, step time.Duration) {
 	for _, v := range []float64{0, ymax / 2, ymax} {
 		y := float64(y0+plotH) - float64(plotH)*v/ymax
 		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end" fill="#555">%g</text>`+"\n", x0-5, y+4, v)
@@ -233,24 +218,4 @@ func (f figure) axes(b *strings.Builder, x0, y0 int, ymax float64, tmax, step ti
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#999"/>`+"\n", x, y0+plotH, x, y0+plotH+4)
 		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%gs</text>`+"\n", x, y0+plotH+16, math.Round(t.Seconds()*1000)/1000)
 	}
-}
-
-// legend explains the colours and the dashed line, from (x, y).
-func (f figure) legend(b *strings.Builder, x, y int) {
-	item := func(x int, swatch, label string) int {
-		b.WriteString(swatch)
-		fmt.Fprintf(b, `<text x="%d" y="%d">%s</text>`+"\n", x+20, y+10, esc(label))
-		return x + 24 + 6*len(label) + 18
-	}
-	x = item(x, fmt.Sprintf(`<rect x="%d" y="%d" width="14" height="11" fill="%s"/>`, x, y+1, colAccepted), "accepted (200)")
-	x = item(x, fmt.Sprintf(`<rect x="%d" y="%d" width="14" height="11" fill="%s"/>`, x, y+1, colRefused), "refused (429)")
-	item(x, fmt.Sprintf(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#222" stroke-dasharray="5,3"/>`, x, y+6, x+14, y+6),
-		fmt.Sprintf("the server's capacity: %g per %v", f.capacity, f.interval))
-}
-
-// esc escapes s for XML text or an attribute's value.
-func esc(s string) string {
-	var b strings.Builder
-	xml.EscapeText(&b, []byte(s))
-	return b.String()
 }

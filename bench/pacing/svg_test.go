@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -272,17 +271,6 @@ func TestYMax(t *testing.T) {
 		}
 		if got := f.yMax(); got != tt.want {
 			t.Errorf("%s: yMax = %v; want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
-func TestNiceCeil(t *testing.T) {
-	for _, tt := range []struct{ v, want float64 }{
-		{0, 1}, {-3, 1}, {math.NaN(), 1}, {math.Inf(1), 1},
-		{1, 1}, {1.01, 2}, {3, 5}, {7, 10}, {10, 10}, {10.5, 20}, {0.037, 0.05}, {1250, 2000},
-	} {
-		if got := niceCeil(tt.v); got != tt.want {
-			t.Errorf("niceCeil(%v) = %v; want %v", tt.v, got, tt.want)
 		}
 	}
 }

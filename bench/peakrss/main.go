@@ -16,7 +16,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -34,6 +33,8 @@ import (
 
 	"github.com/backoff-jitter/retry/bench"
 	"github.com/hashicorp/go-cleanhttp"
+
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 )
 
 // childEnv names the library a child process sends through; its presence
@@ -254,21 +255,11 @@ func printTable(w io.Writer, size int64, results []result) {
 }
 
 func writeCSV(path string, results []result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	cw := csv.NewWriter(f)
-	cw.Write([]string{"library", "run", "maxrss_kib", "vmhwm_kib"})
+	rows := [][]string{{"library", "run", "maxrss_kib", "vmhwm_kib"}}
 	for _, r := range results {
 		for i := range r.maxRSS {
-			cw.Write([]string{r.lib, strconv.Itoa(i + 1), strconv.FormatInt(r.maxRSS[i], 10), strconv.FormatInt(r.vmHWM[i], 10)})
+			rows = append(rows, []string{r.lib, strconv.Itoa(i + 1), strconv.FormatInt(r.maxRSS[i], 10), strconv.FormatInt(r.vmHWM[i], 10)})
 		}
 	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.WriteCSV(path, rows)
 }

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/csv"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
+
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 )
 
 // best returns the lowest attempts per success and the lowest p99
@@ -73,20 +73,15 @@ func seconds(d time.Duration, ok bool) string {
 
 // writeCSV writes one row per storm and strategy.
 func writeCSV(path string, cfg Config, ns []int, all [][]Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	cw := csv.NewWriter(f)
-	cw.Write([]string{"clients", "strategy", "attempts", "successes", "attempts_per_success",
+	rows := [][]string{{"clients", "strategy", "attempts", "successes", "attempts_per_success",
 		"p50_s", "p99_s", "max_s", "unfinished", "unfinished_deadline", "unfinished_gave_up", "peak_per_interval", "interval_s",
-		"new_conns", "budget_refusals", "reissues", "rate", "outage_s", "reject", "deadline_s"})
+		"new_conns", "budget_refusals", "reissues", "rate", "outage_s", "reject", "deadline_s"}}
 	for i, n := range ns {
 		for _, r := range all[i] {
 			p50, ok50 := r.Quantile(0.5)
 			p99, ok99 := r.Quantile(0.99)
 			pmax, okMax := r.Quantile(1)
-			cw.Write([]string{
+			rows = append(rows, []string{
 				strconv.Itoa(n), r.Strategy,
 				strconv.FormatInt(r.Attempts, 10), strconv.FormatInt(r.Successes, 10),
 				strconv.FormatFloat(r.PerSuccess(), 'f', 3, 64),
@@ -99,35 +94,21 @@ func writeCSV(path string, cfg Config, ns []int, all [][]Result) error {
 			})
 		}
 	}
-	return closeCSV(f, cw)
+	return chart.WriteCSV(path, rows)
 }
 
 // writeSeriesCSV writes the load time series: one row per storm,
 // strategy and interval.
 func writeSeriesCSV(path string, cfg Config, ns []int, all [][]Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	cw := csv.NewWriter(f)
-	cw.Write([]string{"clients", "strategy", "t_s", "attempts", "successes"})
+	rows := [][]string{{"clients", "strategy", "t_s", "attempts", "successes"}}
 	for i, n := range ns {
 		for _, r := range all[i] {
 			for k := range r.Series {
 				t := time.Duration(k) * cfg.Interval
-				cw.Write([]string{strconv.Itoa(n), r.Strategy, strconv.FormatFloat(t.Seconds(), 'f', 3, 64),
+				rows = append(rows, []string{strconv.Itoa(n), r.Strategy, strconv.FormatFloat(t.Seconds(), 'f', 3, 64),
 					strconv.FormatInt(r.Series[k], 10), strconv.FormatInt(r.OK[k], 10)})
 			}
 		}
 	}
-	return closeCSV(f, cw)
-}
-
-func closeCSV(f *os.File, cw *csv.Writer) error {
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.WriteCSV(path, rows)
 }

@@ -2,10 +2,9 @@ package main
 
 import (
 	"fmt"
-	"math"
-	"os"
-	"strings"
 	"time"
+
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 )
 
 // Chart geometry, in SVG user units (pixels).
@@ -23,7 +22,7 @@ const (
 // capacity per interval dashed, the requests it answered 200 in green. A
 // panel whose peak is off the scale is clipped and says so.
 func writeSVG(path string, cfg Config, rs []Result) error {
-	return os.WriteFile(path, []byte(svg(cfg, rs)), 0o644)
+	return chart.WriteFile(path, svg(cfg, rs))
 }
 
 func svg(cfg Config, rs []Result) string {
@@ -37,21 +36,22 @@ func svg(cfg Config, rs []Result) string {
 	cellW, cellH := padL+panelW+padR, padT+panelH+padB
 	width, height := columns*cellW, headerH+rows*cellH+legendH
 
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="11">`+"\n", width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">Requests per %v seen by a server of %g req/s: %d clients after a %v outage</text>`+"\n",
-		padL, cfg.Interval, cfg.Rate, cfg.Clients, cfg.Outage)
-	fmt.Fprintf(&b, `<text x="%d" y="42" fill="#444">over capacity: %s; deadline %v; retry's curves: base %v, cap %v. One scale for every panel.</text>`+"\n",
-		padL, cfg.Reject, cfg.Deadline, cfg.Base, cfg.Cap)
+	var d chart.Doc
+	d.Begin(width, height, 11)
+	d.Heading(padL,
+		fmt.Sprintf("Requests per %v seen by a server of %g req/s: %d clients after a %v outage", cfg.Interval, cfg.Rate, cfg.Clients, cfg.Outage),
+		fmt.Sprintf("over capacity: %s; deadline %v; retry's curves: base %v, cap %v. One scale for every panel.", cfg.Reject, cfg.Deadline, cfg.Base, cfg.Cap))
 	for i, r := range rs {
 		x0 := (i%columns)*cellW + padL
 		y0 := headerH + (i/columns)*cellH + padT
-		panel(&b, cfg, r, x0, y0, ymax, tmax, capacity)
+		panel(&d, cfg, r, x0, y0, ymax, tmax, capacity)
 	}
-	legend(&b, padL, height-legendH+6, cfg)
-	b.WriteString("</svg>\n")
-	return b.String()
+	d.Legend(padL, height-legendH+6,
+		chart.Item{Fill: "#4a78b5", Label: "requests seen"},
+		chart.Item{Fill: "#3a9a4a", Label: "answered 200"},
+		chart.Item{Fill: "#f3d9d9", Label: "outage: everything fails"},
+		chart.Item{Dashed: true, Label: fmt.Sprintf("capacity: %g per %v", cfg.Rate*cfg.Interval.Seconds(), cfg.Interval)})
+	return d.End()
 }
 
 // yScale is the panels' common scale: a round number above every peak but
@@ -74,24 +74,10 @@ func yScale(rs []Result, capacity float64) float64 {
 			top = max(top, p)
 		}
 	}
-	return niceCeil(top * 1.05)
+	return chart.NiceCeil(top * 1.05)
 }
 
-// niceCeil rounds v up to 1, 2 or 5 times a power of ten.
-func niceCeil(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
-}
-
-func panel(b *strings.Builder, cfg Config, r Result, x0, y0 int, ymax float64, tmax time.Duration, capacity float64) {
+func panel(b *chart.Doc, cfg Config, r Result, x0, y0 int, ymax float64, tmax time.Duration, capacity float64) {
 	sx := func(t time.Duration) float64 { return float64(x0) + float64(panelW)*float64(t)/float64(tmax) }
 	sy := func(v float64) float64 { return float64(y0+panelH) - float64(panelH)*min(v, ymax)/ymax }
 
@@ -141,17 +127,4 @@ func panel(b *strings.Builder, cfg Config, r Result, x0, y0 int, ymax float64, t
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#bbb"/>`+"\n", x, y0+panelH, x, y0+panelH+3)
 		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%ds</text>`+"\n", x, y0+panelH+15, int(t.Seconds()))
 	}
-}
-
-func legend(b *strings.Builder, x, y int, cfg Config) {
-	item := func(x int, swatch, label string) int {
-		b.WriteString(swatch)
-		fmt.Fprintf(b, `<text x="%d" y="%d">%s</text>`+"\n", x+20, y+10, label)
-		return x + 24 + 6*len(label) + 18
-	}
-	x = item(x, fmt.Sprintf(`<rect x="%d" y="%d" width="14" height="11" fill="#4a78b5"/>`, x, y+1), "requests seen")
-	x = item(x, fmt.Sprintf(`<rect x="%d" y="%d" width="14" height="11" fill="#3a9a4a"/>`, x, y+1), "answered 200")
-	x = item(x, fmt.Sprintf(`<rect x="%d" y="%d" width="14" height="11" fill="#f3d9d9"/>`, x, y+1), "outage: everything fails")
-	item(x, fmt.Sprintf(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#222" stroke-dasharray="5,3"/>`, x, y+6, x+14, y+6),
-		fmt.Sprintf("capacity: %g per %v", cfg.Rate*cfg.Interval.Seconds(), cfg.Interval))
 }

@@ -2,11 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 )
 
 // The charts are drawn by hand, in SVG, with the standard library only. Each
@@ -36,11 +37,7 @@ func writeCharts(dir string, cfg config, res results) ([]string, error) {
 	var paths []string
 	for _, c := range charts {
 		path := filepath.Join(dir, c.name)
-		doc := c.draw(cfg, res)
-		if err := writeFile(path, func(w io.Writer) error {
-			_, err := io.WriteString(w, doc)
-			return err
-		}); err != nil {
+		if err := chart.WriteFile(path, c.draw(cfg, res)); err != nil {
 			return paths, err
 		}
 		paths = append(paths, path)
@@ -84,7 +81,6 @@ const (
 	plotHeight   = 340
 	legendLeft   = plotLeft + plotWidth + 28
 	noteLine     = 18
-	fontFamily   = "Helvetica, Arial, sans-serif"
 	gridColor    = "#e3e3e3"
 	axisColor    = "#333333"
 	clipPadding  = 6 // markers at the edge of the plot stay whole
@@ -152,31 +148,22 @@ type lineChart struct {
 
 // svg accumulates a document.
 type svg struct {
-	strings.Builder
+	chart.Doc
 }
 
 // printf appends formatted text.
-func (s *svg) printf(format string, args ...any) {
-	fmt.Fprintf(s, format, args...)
-}
+func (s *svg) printf(format string, args ...any) { s.Printf(format, args...) }
 
 // begin writes the document's header and a white background.
-func (s *svg) begin(width, height int) {
-	s.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="%s">`+"\n",
-		width, height, width, height, fontFamily)
-	s.printf(`<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", width, height)
-}
+func (s *svg) begin(width, height int) { s.Begin(width, height, 0) }
 
 // end closes the document and returns it.
-func (s *svg) end() string {
-	s.WriteString("</svg>\n")
-	return s.String()
-}
+func (s *svg) end() string { return s.End() }
 
 // text writes a text element; anchor is start, middle or end.
 func (s *svg) text(x, y float64, anchor string, size int, attrs, body string) {
 	s.printf(`<text x="%.1f" y="%.1f" text-anchor="%s" font-size="%d" fill="%s"%s>%s</text>`+"\n",
-		x, y, anchor, size, axisColor, attrs, escape(body))
+		x, y, anchor, size, axisColor, attrs, chart.Esc(body))
 }
 
 // line writes a straight line.
@@ -204,11 +191,6 @@ func (s *svg) marker(kind string, x, y float64, color string) {
 		s.printf(`<circle cx="%.1f" cy="%.1f" r="%.1f" fill="%s"/>`, x, y, r, color)
 	}
 	s.WriteString("\n")
-}
-
-// escape escapes text for XML.
-func escape(t string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(t)
 }
 
 // header writes the title and the subtitle.
@@ -301,7 +283,7 @@ func (c lineChart) labelExit(s *svg, l plotLine) {
 			x, anchor = x-16, "end"
 		}
 		s.printf(`<text x="%.1f" y="%d" text-anchor="%s" font-size="12" fill="%s">%s</text>`+"\n",
-			x, plotTop+14, anchor, l.style.color, escape(label))
+			x, plotTop+14, anchor, l.style.color, chart.Esc(label))
 		return
 	}
 }

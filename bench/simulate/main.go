@@ -7,8 +7,9 @@
 // strategy, the mean number of writes the server received (the work) and
 // the mean time until every client has written (the completion time):
 //
-//	go run ./examples/simulate -runs 100 -clients 10,50,100
-//	go run ./examples/simulate -runs 100 -seed 1 -csv docs/simulate/results.csv -svg docs/simulate
+//	cd bench
+//	go run ./simulate -runs 100 -clients 10,50,100
+//	go run ./simulate -runs 100 -seed 1 -csv ../docs/simulate/results.csv -svg ../docs/simulate
 //
 // The model is that of the blog's simulator, aws-samples/aws-arch-backoff-simulator;
 // docs/simulate/README.md shows and discusses the results. Run it with -h
@@ -21,12 +22,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 )
 
 func main() {
@@ -101,7 +103,7 @@ func simulateAndWrite(cfg config, stdout io.Writer) error {
 		return err
 	}
 	if cfg.csvPath != "" {
-		if err := writeFile(cfg.csvPath, func(w io.Writer) error { return writeCSV(w, res) }); err != nil {
+		if err := chart.WriteCSV(cfg.csvPath, csvRows(res)); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "Wrote %s\n", cfg.csvPath)
@@ -134,24 +136,6 @@ func (cfg config) experiment() experiment {
 	return x
 }
 
-// writeFile creates the file at path, with its directory, and fills it.
-func writeFile(path string, fill func(io.Writer) error) error {
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := fill(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
 const usageText = `Usage: simulate [flags]
 
 Simulate reproduces the experiment of the AWS Architecture Blog's
@@ -174,7 +158,7 @@ also write them as a CSV file and as charts.
 
 Examples:
   simulate -runs 100 -clients 10,50,100
-  simulate -runs 100 -seed 1 -csv docs/simulate/results.csv -svg docs/simulate
+  simulate -runs 100 -seed 1 -csv ../docs/simulate/results.csv -svg ../docs/simulate
   simulate -clients 50 -latency 50ms -base 20ms -cap 10s
 
 Flags:

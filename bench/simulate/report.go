@@ -69,17 +69,14 @@ func ratio(a, b float64) string {
 	return strconv.FormatFloat(a/b, 'f', 2, 64)
 }
 
-// writeCSV writes one row per number of clients and strategy: the mean
+// csvRows returns one row per number of clients and strategy: the mean
 // completion time in milliseconds and the mean number of calls, under the
 // header of the AWS simulator's results file.
-func writeCSV(w io.Writer, res results) error {
-	if _, err := fmt.Fprintln(w, "clients,time,calls,algorithm"); err != nil {
-		return err
-	}
+func csvRows(res results) [][]string {
+	rows := [][]string{{"clients", "time", "calls", "algorithm"}}
 	for _, c := range res.cells {
-		if _, err := fmt.Fprintf(w, "%d,%.3f,%.2f,%s\n", c.clients, c.timeMS, c.calls, c.strategy); err != nil {
-			return err
-		}
+		rows = append(rows, []string{strconv.Itoa(c.clients), strconv.FormatFloat(c.timeMS, 'f', 3, 64),
+			strconv.FormatFloat(c.calls, 'f', 2, 64), c.strategy})
 	}
-	return nil
+	return rows
 }

@@ -92,7 +92,3 @@ func TestGrouped(t *testing.T) {
 		assert.Equal(t, want, grouped(v), "grouped(%v)", v)
 	}
 }
-
-func TestEscape(t *testing.T) {
-	assert.Equal(t, "a &lt;b&gt; &amp; &quot;c&quot;", escape(`a <b> & "c"`))
-}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/backoff-jitter/retry/bench/internal/chart"
 )
 
 // Layout of the time-series chart: one panel per strategy, one above the
@@ -120,9 +122,9 @@ func drawPanel(s *svg, sr series, st style, v seriesView, top float64, last bool
 	}
 	id := "panel-" + sr.strategy
 	s.printf(`<clipPath id="%s"><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f"/></clipPath>`+"\n",
-		escape(id), left, top, right-left, bottom-top)
+		chart.Esc(id), left, top, right-left, bottom-top)
 	s.printf(`<path d="%s" fill="%s" fill-opacity="0.85" stroke="%s" stroke-width="0.6" clip-path="url(#%s)"/>`+"\n",
-		stepPath(sr.bins, v, left, right, top, bottom), st.color, st.color, escape(id))
+		stepPath(sr.bins, v, left, right, top, bottom), st.color, st.color, chart.Esc(id))
 	s.line(left, top, left, bottom, axisColor, 1)
 	s.line(left, bottom, right, bottom, axisColor, 1)
 	drawPanelLabel(s, sr, st, v, top)
@@ -168,7 +170,7 @@ func prevOr(y, def float64) float64 {
 func drawPanelLabel(s *svg, sr series, st style, v seriesView, top float64) {
 	x := float64(legendLeft)
 	s.printf(`<text x="%.1f" y="%.1f" font-size="14" font-weight="bold" fill="%s">%s</text>`+"\n",
-		x, top+14, st.color, escape(sr.strategy))
+		x, top+14, st.color, chart.Esc(sr.strategy))
 	var total, peak int64
 	for _, b := range sr.bins {
 		total += b
