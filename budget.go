@@ -10,15 +10,16 @@ import (
 // 1 and a retry that succeeds gets its cost back), with the timeout's price
 // charged to every [Transient] outcome.
 const (
-	DefaultBudgetCapacity = 500
-	DefaultThrottledCost  = 5
-	DefaultUnsentCost     = 5
-	DefaultTransientCost  = 10
-	DefaultBudgetRefill   = 1
+	defaultBudgetCapacity = 500
+	defaultThrottledCost  = 5
+	defaultUnsentCost     = 5
+	defaultTransientCost  = 10
+	defaultBudgetRefill   = 1
 )
 
-// NoBudget is a [Budget] that allows every retry. A [Transport] whose Budget
-// is NoBudget retries without a budget; [WithBudget](nil) sets it.
+// NoBudget is a [Budget] that allows every retry: a [Transport] whose
+// Budget is NoBudget ([WithBudget](NoBudget)) retries without a budget. A
+// nil Budget is not this: it means the default budget.
 var NoBudget Budget = noBudget{}
 
 type noBudget struct{}
@@ -56,28 +57,25 @@ func (noBudget) Success(Class)         {}
 // one atomic counter, never locks, and never blocks. A success on a full
 // bucket, the healthy case, is a single atomic load.
 type TokenBucket struct {
-	// Capacity is the number of tokens in a full bucket. Zero means
-	// DefaultBudgetCapacity (500).
+	// Capacity is the number of tokens in a full bucket. Zero means 500.
 	Capacity int
 
 	// ThrottledCost is the price of a retry after a [Throttled] outcome.
-	// Zero means DefaultThrottledCost (5).
+	// Zero means 5.
 	ThrottledCost int
 
 	// UnsentCost is the price of a retry after an [Unsent] outcome: the
-	// server did no work, as for a throttled one. Zero means
-	// DefaultUnsentCost (5).
+	// server did no work, as for a throttled one. Zero means 5.
 	UnsentCost int
 
 	// TransientCost is the price of a retry after a [Transient] outcome
 	// (or any class the Transport retries that is not one of the others).
 	// The server may have done the work, so a retry may double it: it
 	// costs twice as much by default, as a timeout does in the AWS SDK.
-	// Zero means DefaultTransientCost (10).
+	// Zero means 10.
 	TransientCost int
 
-	// Refill is the number of tokens a success puts back. Zero means
-	// DefaultBudgetRefill (1).
+	// Refill is the number of tokens a success puts back. Zero means 1.
 	Refill int
 
 	// spent is the number of tokens missing from a full bucket, so that
@@ -153,15 +151,15 @@ func orDefault(v, def int) int64 {
 	return int64(v)
 }
 
-func (b *TokenBucket) capacity() int64 { return orDefault(b.Capacity, DefaultBudgetCapacity) }
-func (b *TokenBucket) refill() int64   { return orDefault(b.Refill, DefaultBudgetRefill) }
+func (b *TokenBucket) capacity() int64 { return orDefault(b.Capacity, defaultBudgetCapacity) }
+func (b *TokenBucket) refill() int64   { return orDefault(b.Refill, defaultBudgetRefill) }
 
 func (b *TokenBucket) cost(c Class) int64 {
 	switch c {
 	case Throttled:
-		return orDefault(b.ThrottledCost, DefaultThrottledCost)
+		return orDefault(b.ThrottledCost, defaultThrottledCost)
 	case Unsent:
-		return orDefault(b.UnsentCost, DefaultUnsentCost)
+		return orDefault(b.UnsentCost, defaultUnsentCost)
 	}
-	return orDefault(b.TransientCost, DefaultTransientCost)
+	return orDefault(b.TransientCost, defaultTransientCost)
 }

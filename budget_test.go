@@ -270,16 +270,32 @@ func TestDefaultBudget(t *testing.T) {
 }
 
 func TestNoBudget(t *testing.T) {
-	for _, opt := range []Option{WithBudget(nil), WithBudget(NoBudget)} {
+	base := &failing{}
+	base.down.Store(true)
+	rt := newRecorded(base, WithBudget(NoBudget))
+	require.Equal(t, NoBudget, rt.Budget)
+	for i := range 200 {
+		n, reason := attemptsOf(t, rt, base)
+		require.Equal(t, 4, n, "request %d", i)
+		require.Equal(t, StopAttempts, reason, "request %d", i)
+	}
+}
+
+// WithBudget(nil) sets the field to nil, which means the default budget,
+// as a Transport whose field was never set has: nil means one thing.
+func TestNilBudgetIsTheDefault(t *testing.T) {
+	for _, opts := range [][]Option{nil, {WithBudget(nil)}} {
 		base := &failing{}
 		base.down.Store(true)
-		rt := newRecorded(base, opt)
-		require.Equal(t, NoBudget, rt.Budget)
-		for i := range 200 {
-			n, reason := attemptsOf(t, rt, base)
-			require.Equal(t, 4, n, "request %d", i)
-			require.Equal(t, StopAttempts, reason, "request %d", i)
+		rt := newRecorded(base, opts...)
+		stopped := false
+		for range 200 {
+			if _, reason := attemptsOf(t, rt, base); reason == StopBudget {
+				stopped = true
+				break
+			}
 		}
+		assert.True(t, stopped, "a default budget stops the retries of a service that is down")
 	}
 }
 

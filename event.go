@@ -24,9 +24,9 @@ type Event struct {
 	Err error
 	// Delay is the wait before the next attempt (OnRetry only).
 	Delay time.Duration
-	// ServerDelay reports whether Delay is the server's requested wait,
+	// FromServer reports whether Delay is the server's requested wait,
 	// which was longer than the backoff's (OnRetry only).
-	ServerDelay bool
+	FromServer bool
 	// Reason is why no further attempt is made (OnGiveUp only).
 	Reason StopReason
 }
@@ -135,7 +135,7 @@ func SlogHook(l *slog.Logger, level slog.Level) func(Event) {
 			msg = "retry: giving up"
 			attrs = append(attrs, slog.String("reason", e.Reason.String()))
 		} else {
-			attrs = append(attrs, slog.Duration("delay", e.Delay), slog.Bool("server_delay", e.ServerDelay))
+			attrs = append(attrs, slog.Duration("delay", e.Delay), slog.Bool("from_server", e.FromServer))
 		}
 		l.LogAttrs(ctx, level, msg, attrs...)
 	}

@@ -129,7 +129,7 @@ func ExampleSlogHook() {
 	}
 	resp.Body.Close()
 	// Output:
-	// level=WARN msg=retry method=GET attempt=1 class=throttled status=503 delay=1ms server_delay=false
+	// level=WARN msg=retry method=GET attempt=1 class=throttled status=503 delay=1ms from_server=false
 }
 
 // Error is what the call returns when its last attempt failed with an
@@ -218,7 +218,7 @@ func ExampleWithRateLimitReset() {
 		retry.WithRateLimitReset(retry.ResetDeltaSeconds),
 		retry.WithBackoff(retry.Constant{Base: time.Millisecond}),
 		retry.WithOnRetry(func(e retry.Event) {
-			fmt.Println("waiting", e.Delay, "as the server asked:", e.ServerDelay)
+			fmt.Println("waiting", e.Delay, "as the server asked:", e.FromServer)
 		}),
 	)}
 	resp, err := client.Get(srv.URL)

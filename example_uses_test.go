@@ -194,6 +194,6 @@ func Example_sdkWrapper() {
 	fmt.Println("POST", resp.Status, "after", retries.Load(), "retry; requests per key:", seen)
 	// Output:
 	// GET 200 OK
-	// level=WARN msg=retry endpoint=write method=POST attempt=1 class=transient status=502 server_delay=false
+	// level=WARN msg=retry endpoint=write method=POST attempt=1 class=transient status=502 from_server=false
 	// POST 201 Created after 1 retry; requests per key: map[3F6QPHJC2NUDX5UVOLUHMGPLFQ:2]
 }

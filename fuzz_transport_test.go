@@ -265,7 +265,7 @@ func FuzzTransport(f *testing.F) {
 		rt, clock := testTransport(base,
 			WithMaxAttempts(attempts),
 			WithMaxBufferedBody(int64(maxBuf)),
-			WithBudget(nil),
+			WithBudget(NoBudget),
 			WithOnRetry(func(e Event) { retries = append(retries, e) }),
 		)
 		if attempts == 0 {
@@ -344,7 +344,7 @@ func FuzzTransport(f *testing.F) {
 			if waits[i] < 0 {
 				t.Errorf("wait %d is negative: %v", i+1, waits[i])
 			}
-			if e.ServerDelay && e.Delay != waits[i] {
+			if e.FromServer && e.Delay != waits[i] {
 				t.Errorf("wait %d: slept %v; the server asked for %v", i+1, waits[i], e.Delay)
 			}
 			// Delay-seconds do not depend on now; the dates are far off.

@@ -34,7 +34,7 @@ var hostileLog = log.New(io.Discard, "", 0)
 // hostileTransport is testTransport without the retry budget, so that a
 // test's attempt count is decided by MaxAttempts alone.
 func hostileTransport(base http.RoundTripper, opts ...Option) (*Transport, *fakeClock) {
-	return testTransport(base, append([]Option{WithBudget(nil)}, opts...)...)
+	return testTransport(base, append([]Option{WithBudget(NoBudget)}, opts...)...)
 }
 
 // giveUps records the OnGiveUp events of a Transport.

@@ -24,9 +24,6 @@ const (
 	DefaultMaxAttempts     = 4
 	DefaultMaxRetryAfter   = 5 * time.Minute
 	DefaultMaxBufferedBody = 8 << 20
-	// DefaultDrainLimit is how much of a discarded response body is read
-	// so that its connection can be reused.
-	DefaultDrainLimit = 64 << 10
 )
 
 // DefaultBackoff is the backoff of a [Transport] whose Backoff is nil:
@@ -34,8 +31,12 @@ const (
 // recommends. Before retry n it waits uniform(0, min(20s, 100ms·2^(n-1))).
 var DefaultBackoff Backoff = Exponential{Base: 100 * time.Millisecond, Cap: 20 * time.Second, Jitter: FullJitter}
 
-// drainTimeout bounds the time spent draining one discarded response.
-const drainTimeout = time.Second
+// drainLimit is how much of a discarded response body is read so that its
+// connection can be reused, and drainTimeout bounds the time spent on it.
+const (
+	drainLimit   = 64 << 10
+	drainTimeout = time.Second
+)
 
 // Transport is an [http.RoundTripper] that retries failed requests with
 // backoff and jitter, replays request bodies, and never replays a request
@@ -94,8 +95,8 @@ type Transport struct {
 	// Budget is asked before every retry and told of every success, so
 	// retries stop when they fail everywhere. Nil means a [TokenBucket]
 	// of the Transport's own with the default settings, made on first use;
-	// [NoBudget] (which [WithBudget](nil) sets) means no budget. Pass one
-	// TokenBucket to several Transports to share it.
+	// [NoBudget] means no budget. Pass one TokenBucket to several
+	// Transports to share it.
 	Budget Budget
 
 	// Pacer, if not nil, spaces the attempts: every attempt, the first
@@ -177,16 +178,10 @@ func WithRateLimitReset(f ResetFormat) Option { return func(t *Transport) { t.Ra
 // WithAttemptHeader sets [Transport.AttemptHeader].
 func WithAttemptHeader(name string) Option { return func(t *Transport) { t.AttemptHeader = name } }
 
-// WithBudget sets [Transport.Budget]; WithBudget(nil) sets [NoBudget],
-// which turns the budget off.
-func WithBudget(b Budget) Option {
-	return func(t *Transport) {
-		if b == nil {
-			b = NoBudget
-		}
-		t.Budget = b
-	}
-}
+// WithBudget sets [Transport.Budget]: WithBudget(NoBudget) turns the
+// budget off, and WithBudget(nil), like a nil field, means the default
+// one.
+func WithBudget(b Budget) Option { return func(t *Transport) { t.Budget = b } }
 
 // WithPacer sets [Transport.Pacer].
 func WithPacer(p Pacer) Option { return func(t *Transport) { t.Pacer = p } }
@@ -435,7 +430,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
 		}
 		if o.Response != nil {
-			drain(o.Response.Body, DefaultDrainLimit, drainTimeout)
+			drain(o.Response.Body, drainLimit, drainTimeout)
 		}
 		a.release()
 		if err := r.wait(ctx, delay); err != nil {
@@ -780,7 +775,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err error, delay time.Duration, fromServer bool, stop StopReason) Event {
-	e := Event{Request: r.req, Attempt: attempt, Class: class, Err: err, Delay: delay, ServerDelay: fromServer, Reason: stop}
+	e := Event{Request: r.req, Attempt: attempt, Class: class, Err: err, Delay: delay, FromServer: fromServer, Reason: stop}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
 	}

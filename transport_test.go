@@ -495,7 +495,7 @@ func TestRetryAfter(t *testing.T) {
 			assert.Equal(t, 200, resp.StatusCode)
 			assert.Equal(t, []time.Duration{3 * time.Second}, clock.waits())
 			require.Len(t, events, 1)
-			assert.True(t, events[0].ServerDelay)
+			assert.True(t, events[0].FromServer)
 			assert.Equal(t, 503, events[0].StatusCode)
 			assert.Equal(t, Throttled, events[0].Class)
 		})

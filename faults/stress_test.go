@@ -236,7 +236,7 @@ func TestStressNeverTwice(t *testing.T) {
 			}
 			var rts []*retry.Transport
 			for _, timeout := range []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond, 20 * time.Millisecond} {
-				rts = append(rts, retry.New(target.base, retry.WithBudget(nil), retry.WithAttemptTimeout(timeout),
+				rts = append(rts, retry.New(target.base, retry.WithBudget(retry.NoBudget), retry.WithAttemptTimeout(timeout),
 					retry.WithBackoff(retry.Constant{Base: time.Millisecond}), retry.WithMaxRetryAfter(time.Millisecond)))
 			}
 			type outcome struct {

@@ -123,7 +123,7 @@ func TestToxics(t *testing.T) {
 			proxy := startProxy(t, rec.srv.Listener.Addr().String(), tt.toxics...)
 			// No retry budget: these tests ask whether intermittent faults
 			// are survived; the soak runs with the default budget.
-			l := newLoad("http://"+proxy.Listen, append([]retry.Option{retry.WithBudget(nil)}, tt.opts...)...)
+			l := newLoad("http://"+proxy.Listen, append([]retry.Option{retry.WithBudget(retry.NoBudget)}, tt.opts...)...)
 			results := l.run(8, 4, 10*time.Second)
 			l.rt.CloseIdleConnections()
 			if !rec.waitClosed(5 * time.Second) {

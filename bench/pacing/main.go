@@ -212,7 +212,7 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 		// pacing: the comparison is the work done, not who gives up.
 		retry.WithMaxAttempts(100),
 		retry.WithBackoff(retry.Exponential{Base: 10 * time.Millisecond, Cap: 2 * time.Second, Jitter: retry.FullJitter}),
-		retry.WithBudget(nil),
+		retry.WithBudget(retry.NoBudget),
 	}
 	if s.pacer != nil {
 		opts = append(opts, retry.WithPacer(s.pacer()))

@@ -79,7 +79,7 @@ func ours(curve func(Config) retry.Backoff, budget bool) func(Config, http.Round
 			retry.WithOnGiveUp(onGiveUp),
 		}
 		if !budget {
-			opts = append(opts, retry.WithBudget(nil))
+			opts = append(opts, retry.WithBudget(retry.NoBudget))
 		} // else the Transport's own default budget
 		return retry.New(base, opts...)
 	}

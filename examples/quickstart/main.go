@@ -139,7 +139,7 @@ func run(out io.Writer) error {
 	client := retry.NewClient(
 		retry.WithOnRetry(func(e retry.Event) {
 			source := "backoff"
-			if e.ServerDelay {
+			if e.FromServer {
 				source = "server's Retry-After"
 			}
 			t := traceOf(e.Request)

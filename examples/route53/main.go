@@ -122,8 +122,9 @@ type result struct {
 	start       time.Time     // of the workers' calls
 	elapsed     time.Duration // of the workers' calls
 
-	budget    *retry.TokenBucket
-	lowTokens atomic.Int64 // the fewest tokens the budget held before a retry
+	budget     *retry.TokenBucket
+	budgetFull int          // the tokens the budget held at the start: its capacity
+	lowTokens  atomic.Int64 // the fewest tokens the budget held before a retry
 
 	pacer *pace.Pacer  // nil without -pacer
 	rates []rateSample // the Pacer's rate for the account during the calls
@@ -312,12 +313,14 @@ func run(ctx context.Context, out io.Writer, o options) (*result, error) {
 	}
 	if o.defaults {
 		res.budget = &retry.TokenBucket{} // the default budget, made explicit to watch it
+		res.budgetFull = res.budget.Tokens()
 		res.maxAttempts = retry.DefaultMaxAttempts
 		rt = retry.New(nil, slices.Concat(hooks(res.budget, &res.lowTokens), pacing,
 			[]retry.Option{retry.WithBudget(res.budget), retry.WithAttemptHeader("X-Retry-Attempt")})...)
 		fmt.Fprintln(out, "Settings: retry's defaults (4 attempts, Exponential{Base: 100ms, Cap: 20s, Jitter: FullJitter})")
 	} else {
 		res.budget = newBudget()
+		res.budgetFull = res.budget.Tokens()
 		res.maxAttempts = maxAttempts
 		rt = newTransport(res.budget, append(hooks(res.budget, &res.lowTokens), pacing...)...)
 		fmt.Fprintf(out, "Settings: %d attempts, Exponential{Base: %v, Cap: %v, Jitter: EqualJitter}, MaxRetryAfter %v,\n"+

@@ -124,7 +124,7 @@ func (c *Client) hooks(endpoint string, logger *slog.Logger) []retry.Option {
 		retry.WithOnRetry(func(e retry.Event) {
 			c.stats.Retries.Add(1)
 			c.stats.byClass(e.Class).Add(1)
-			if e.ServerDelay {
+			if e.FromServer {
 				c.stats.ServerWaits.Add(1)
 			}
 			if n := noteOf(e.Request); n != nil {
