@@ -48,22 +48,14 @@
 // # What is retried
 //
 // Each attempt's outcome is sorted into a [Class] by a [Classifier]
-// ([DefaultClassifier] unless you add your own in front of it):
-//
-//   - Throttled: the server refused the request without processing it —
-//     429, 503, or a throttling error code (see package awsretry for AWS's,
-//     which Route 53 sends as HTTP 400). Retried for every method.
-//   - Unsent: the request never left — the dial was refused, DNS failed
-//     temporarily, no connection was handed to it. Retried for every
-//     method.
-//   - Transient: it may have been processed — 408, 500, 502, 504 and the
-//     other 5xx but 501 and 505, a connection reset or timeout after the
-//     request was written. Retried only when a replay is safe: an
-//     idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or an
-//     Idempotency-Key header, which is sent unchanged on every attempt.
-//   - Permanent: never retried — 400, 401, 403, 404 and the other 4xx but
-//     408 and 429; 501 and 505; TLS verification errors, bad URLs and
-//     schemes, redirect loops, the caller's own cancellation.
+// ([DefaultClassifier] unless you add your own in front of it, whose
+// documentation is the table of which statuses and errors fall where):
+// [Throttled] and [Unsent] outcomes (the server refused the request without
+// processing it, or it never left) are retried for every method;
+// [Transient] ones (it may have been processed) only when a replay is
+// safe, an idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or
+// an Idempotency-Key header, sent unchanged on every attempt; [Permanent]
+// ones never.
 //
 // So a POST is never sent twice by accident: after a 500 or a reset it is
 // returned to the caller, unless it carries an Idempotency-Key.
