@@ -539,7 +539,12 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 	t, req := r.t, r.req
 	var a attempt
 	ctx = context.WithValue(ctx, attemptKey{}, n)
-	if t.AttemptTimeout > 0 || !r.safe {
+	// An unsafe request without a body needs a context of its own for
+	// the trace to end, should the base begin to send it again by itself:
+	// net/http replays such a request without GetBody, and one with a body
+	// only with GetBody, which its attempts do not carry.
+	stoppable := !r.safe && (req.Body == nil || req.Body == http.NoBody)
+	if t.AttemptTimeout > 0 || stoppable {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		a.cancel = cancel
@@ -554,8 +559,8 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 		// Only a request that is unsafe to replay needs to know whether
 		// it was written, and to stop the base from sending it again on
 		// its own: an idempotent one is retried either way.
-		a.trace = &writeTrace{stop: a.cancel}
-		ctx = httptrace.WithClientTrace(ctx, a.trace.clientTrace())
+		a.trace = newWriteTrace(a.cancel)
+		ctx = httptrace.WithClientTrace(ctx, &a.trace.hooks)
 	}
 	areq := req.WithContext(ctx)
 	if !r.safe {
@@ -691,12 +696,14 @@ const (
 // frame was flushed, and RoundTrip may return on the context while that
 // flush is still under way.
 type writeTrace struct {
-	v    atomic.Uint32
-	stop context.CancelCauseFunc // ends the attempt's context
+	v     atomic.Uint32
+	stop  context.CancelCauseFunc // ends the attempt's context; nil when nothing can replay it
+	hooks httptrace.ClientTrace   // in the same allocation
 }
 
-func (w *writeTrace) clientTrace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
+func newWriteTrace(stop context.CancelCauseFunc) *writeTrace {
+	w := &writeTrace{stop: stop}
+	w.hooks = httptrace.ClientTrace{
 		GetConn: func(string) { w.v.Or(traceGetConn) },
 		GotConn: func(httptrace.GotConnInfo) {
 			// A connection for a request whose whole body was written
@@ -705,7 +712,7 @@ func (w *writeTrace) clientTrace() *httptrace.ClientTrace {
 			// The hook runs before the request is handed to that
 			// connection, so the request's context is done before a
 			// byte of it is written.
-			if w.v.Or(traceGotConn)&traceWroteRequest != 0 {
+			if w.v.Or(traceGotConn)&traceWroteRequest != 0 && w.stop != nil {
 				w.stop(errReplayStopped)
 			}
 		},
@@ -716,6 +723,7 @@ func (w *writeTrace) clientTrace() *httptrace.ClientTrace {
 			}
 		},
 	}
+	return w
 }
 
 // state reports how much of the request was written; WriteUnknown when it

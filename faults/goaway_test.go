@@ -67,6 +67,7 @@ type h2Server struct {
 	perRequest func() h2Fault
 
 	mu        sync.Mutex
+	closed    bool // close has run: accept closes what it accepts
 	execs     map[string]int
 	corrupted []string
 	conns     []net.Conn
@@ -93,6 +94,12 @@ func (s *h2Server) accept() {
 			return
 		}
 		s.mu.Lock()
+		if s.closed {
+			// Accepted as close ran: close would not see it.
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
 		s.conns = append(s.conns, c)
 		s.mu.Unlock()
 		s.wg.Go(func() { s.serve(c, s.fault(n)) })
@@ -103,6 +110,7 @@ func (s *h2Server) accept() {
 func (s *h2Server) close() {
 	s.ln.Close()
 	s.mu.Lock()
+	s.closed = true
 	for _, c := range s.conns {
 		c.Close()
 	}
