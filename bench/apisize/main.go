@@ -13,9 +13,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
-	"sort"
+	"path/filepath"
 	"strings"
 )
 
@@ -29,64 +28,67 @@ type size struct {
 
 func measure(dir string) (size, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return size{}, err
 	}
-	var s size
-	names := make([]string, 0, len(pkgs))
-	for name := range pkgs {
-		names = append(names, name)
+	var files []*ast.File
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
+		if err != nil {
+			return size{}, err
+		}
+		files = append(files, f)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		for _, f := range pkgs[name].Files {
-			for _, d := range f.Decls {
-				switch d := d.(type) {
-				case *ast.FuncDecl:
-					if n := fset.Position(d.End()).Line - fset.Position(d.Pos()).Line + 1; n > s.largestLen {
-						s.largest, s.largestLen = d.Name.Name, n
-					}
-					if !d.Name.IsExported() {
-						continue
-					}
-					if d.Recv == nil {
+	var s size
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if n := fset.Position(d.End()).Line - fset.Position(d.Pos()).Line + 1; n > s.largestLen {
+					s.largest, s.largestLen = d.Name.Name, n
+				}
+				if !d.Name.IsExported() {
+					continue
+				}
+				if d.Recv == nil {
+					s.topLevel++
+				}
+				s.withMembers++
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch spec := spec.(type) {
+					case *ast.ValueSpec:
+						for _, id := range spec.Names {
+							if id.IsExported() {
+								s.topLevel++
+								s.withMembers++
+							}
+						}
+					case *ast.TypeSpec:
+						if !spec.Name.IsExported() {
+							continue
+						}
 						s.topLevel++
-					}
-					s.withMembers++
-				case *ast.GenDecl:
-					for _, spec := range d.Specs {
-						switch spec := spec.(type) {
-						case *ast.ValueSpec:
-							for _, id := range spec.Names {
-								if id.IsExported() {
-									s.topLevel++
-									s.withMembers++
-								}
-							}
-						case *ast.TypeSpec:
-							if !spec.Name.IsExported() {
-								continue
-							}
-							s.topLevel++
-							s.withMembers++
-							if st, ok := spec.Type.(*ast.StructType); ok {
-								for _, fld := range st.Fields.List {
-									for _, id := range fld.Names {
-										if id.IsExported() {
-											s.withMembers++
-										}
+						s.withMembers++
+						if st, ok := spec.Type.(*ast.StructType); ok {
+							for _, fld := range st.Fields.List {
+								for _, id := range fld.Names {
+									if id.IsExported() {
+										s.withMembers++
 									}
 								}
 							}
-							if it, ok := spec.Type.(*ast.InterfaceType); ok {
-								for _, m := range it.Methods.List {
-									for _, id := range m.Names {
-										if id.IsExported() {
-											s.withMembers++
-										}
+						}
+						if it, ok := spec.Type.(*ast.InterfaceType); ok {
+							for _, m := range it.Methods.List {
+								for _, id := range m.Names {
+									if id.IsExported() {
+										s.withMembers++
 									}
 								}
 							}
