@@ -22,6 +22,10 @@ type Event struct {
 	StatusCode int
 	// Err is the attempt's error, or nil when it had a response.
 	Err error
+	// Duration is how long the attempt took, from handing it to the base
+	// transport to its response headers or its error; 0 for an attempt
+	// that was not sent.
+	Duration time.Duration
 	// Delay is the wait before the next attempt (OnRetry only).
 	Delay time.Duration
 	// FromServer reports whether Delay is the server's requested wait,
@@ -57,6 +61,29 @@ const (
 	StopBudget
 )
 
+// Summary describes a call to RoundTrip as it returns, for the OnDone
+// hook: every call, successes included.
+type Summary struct {
+	// Request is the caller's request.
+	Request *http.Request
+	// Attempts is the number of attempts sent, 0 when none was.
+	Attempts int
+	// Wait is the time spent between attempts: backoff, server waits and
+	// pacing.
+	Wait time.Duration
+	// Elapsed is the time from RoundTrip's start to its return.
+	Elapsed time.Duration
+	// Class is the class of the last outcome: Success when the call
+	// succeeded.
+	Class Class
+	// Reason is why no further attempt was made; StopNone on success.
+	Reason StopReason
+	// StatusCode is the status of the response returned, 0 when Err is set.
+	StatusCode int
+	// Err is the error RoundTrip returns, nil with a response.
+	Err error
+}
+
 var stopReasons = [...]string{
 	StopNone:       "not stopped",
 	StopPermanent:  "not retryable",
@@ -74,6 +101,37 @@ func (r StopReason) String() string {
 		return stopReasons[r]
 	}
 	return "StopReason(" + strconv.Itoa(int(r)) + ")"
+}
+
+var stopLabels = [...]string{
+	StopNone:       "none",
+	StopPermanent:  "not_retryable",
+	StopAttempts:   "attempts_exhausted",
+	StopUnsafe:     "unsafe_to_replay",
+	StopBody:       "body_not_replayable",
+	StopServerWait: "server_wait_too_long",
+	StopDeadline:   "deadline_too_near",
+	StopCanceled:   "context_done",
+	StopBudget:     "budget_exhausted",
+}
+
+// Label returns the reason's name for a metric label or a log field:
+// lower case, words joined by underscores ("attempts_exhausted"), and
+// stable across releases, unlike String, which is for people.
+func (r StopReason) Label() string {
+	if int(r) < len(stopLabels) {
+		return stopLabels[r]
+	}
+	return "stop_" + strconv.Itoa(int(r))
+}
+
+// GaveUp reports whether the Transport stopped on an outcome it would
+// otherwise have retried: attempts or the budget ran out, the deadline was
+// too near, the request was unsafe to replay, and so on. It is false for
+// StopNone and StopPermanent: an ordinary 404 is not retried at all, and a
+// count of give-ups should not count it.
+func (r StopReason) GaveUp() bool {
+	return r != StopNone && r != StopPermanent
 }
 
 // Error is the error RoundTrip returns when the last attempt failed with an
@@ -108,7 +166,10 @@ func (e *Error) Timeout() bool {
 // SlogHook returns a hook for [Transport.OnRetry] or [Transport.OnGiveUp]
 // that logs each event to l at level: the method and URL (without its
 // query, which may hold secrets), the attempt, the class, the status or
-// error, and the delay or the reason for stopping.
+// error, and the delay or the reason for stopping ([StopReason.Label]). An
+// outcome that is not retried at all is logged as "retry: not retryable",
+// not as "retry: giving up", so that ordinary 404s can be told from
+// retries that ran out.
 func SlogHook(l *slog.Logger, level slog.Level) func(Event) {
 	return func(e Event) {
 		ctx := context.Background()
@@ -131,10 +192,15 @@ func SlogHook(l *slog.Logger, level slog.Level) func(Event) {
 			attrs = append(attrs, slog.Int("status", e.StatusCode))
 		}
 		msg := "retry"
-		if e.Reason != StopNone {
+		switch {
+		case e.Reason.GaveUp():
 			msg = "retry: giving up"
-			attrs = append(attrs, slog.String("reason", e.Reason.String()))
-		} else {
+			attrs = append(attrs, slog.String("reason", e.Reason.Label()))
+		case e.Reason == StopPermanent:
+			// Not a give-up: the outcome (a 404, say) is never retried.
+			msg = "retry: not retryable"
+			attrs = append(attrs, slog.String("reason", e.Reason.Label()))
+		default:
 			attrs = append(attrs, slog.Duration("delay", e.Delay), slog.Bool("from_server", e.FromServer))
 		}
 		l.LogAttrs(ctx, level, msg, attrs...)

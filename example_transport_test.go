@@ -232,3 +232,54 @@ func ExampleWithRateLimitReset() {
 	// waiting 50ms as the server asked: true
 	// 200 OK
 }
+
+// OnDone sees every call once, as it returns: attempts, waits and how it
+// ended, for metrics. StopReason.Label names the reason for a label, and
+// GaveUp tells retries that ran out from outcomes never retried (a 404).
+func ExampleTransport_OnDone() {
+	srv := flaky(1)
+	defer srv.Close()
+
+	client := &http.Client{Transport: retry.New(nil,
+		retry.WithBackoff(retry.Constant{Base: 10 * time.Millisecond}),
+		retry.WithOnDone(func(s retry.Summary) {
+			fmt.Printf("%d attempts, waited the backoff: %v, class %v, reason %s, gave up: %v\n",
+				s.Attempts, s.Wait >= 10*time.Millisecond, s.Class, s.Reason.Label(), s.Reason.GaveUp())
+		}),
+	)}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	// Output: 2 attempts, waited the backoff: true, class success, reason none, gave up: false
+}
+
+// ContextWithOptions changes the settings of one call and no other, over
+// the same Transport (its connections and its budget): here, no retries
+// for a call whose caller retries by itself.
+func ExampleContextWithOptions() {
+	srv := flaky(100)
+	defer srv.Close()
+
+	client := &http.Client{Transport: retry.New(nil,
+		retry.WithMaxAttempts(3),
+		retry.WithBackoff(retry.Constant{Base: time.Millisecond}),
+		retry.WithOnDone(func(s retry.Summary) { fmt.Println(s.Attempts, "attempts") }),
+	)}
+	get := func(ctx context.Context) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+	}
+	get(context.Background())
+	get(retry.ContextWithOptions(context.Background(), retry.WithMaxAttempts(1)))
+	// Output:
+	// 3 attempts
+	// 1 attempts
+}

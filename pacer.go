@@ -79,7 +79,14 @@ func quotaExhausted(h http.Header, now time.Time) (time.Duration, bool) {
 // pace waits for the Pacer's turn before an attempt, after its backoff.
 // The error it returns is the one RoundTrip returns.
 func (r *roundTrip) pace(ctx context.Context, attempt int) error {
+	var start time.Time
+	if r.timed {
+		start = r.now()
+	}
 	turn, err := r.t.Pacer.Wait(ctx, r.req)
+	if r.timed {
+		r.waited += r.now().Sub(start)
+	}
 	if err != nil {
 		stop := StopCanceled
 		if ctx.Err() == nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,8 +110,15 @@ type Transport struct {
 	OnRetry func(Event)
 
 	// OnGiveUp, if not nil, is called when a failed outcome is returned:
-	// Event.Reason says why no further attempt was made.
+	// Event.Reason says why no further attempt was made. It is called for
+	// outcomes that are not retried at all, such as an ordinary 404, too:
+	// their Reason is StopPermanent, and [StopReason.GaveUp] reports false.
 	OnGiveUp func(Event)
+
+	// OnDone, if not nil, is called once per call of RoundTrip, as it
+	// returns, successes included: the [Summary] says how many attempts
+	// it took, how long it waited and how it ended.
+	OnDone func(Summary)
 
 	// Seams for tests: the clock, the sleep and the random source.
 	now   func() time.Time
@@ -191,6 +199,9 @@ func WithOnRetry(f func(Event)) Option { return func(t *Transport) { t.OnRetry =
 
 // WithOnGiveUp sets [Transport.OnGiveUp].
 func WithOnGiveUp(f func(Event)) Option { return func(t *Transport) { t.OnGiveUp = f } }
+
+// WithOnDone sets [Transport.OnDone].
+func WithOnDone(f func(Summary)) Option { return func(t *Transport) { t.OnDone = f } }
 
 // New returns a Transport that sends through base, configured by opts.
 // A nil base means one [cleanhttp.DefaultPooledTransport] per Transport.
@@ -315,16 +326,102 @@ func Attempt(ctx context.Context) int {
 // modified, and its body is closed, also on errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c, err := t.config()
+	if err == nil {
+		t, c, err = t.forRequest(req, c)
+	}
+	if err == nil {
+		err = checkContentLength(req)
+	}
+	r := roundTrip{t: t, c: c, req: req}
+	if t.OnDone != nil || t.OnRetry != nil || t.OnGiveUp != nil {
+		r.timed, r.start = true, r.now()
+	}
+	var resp *http.Response
 	if err != nil {
+		// Invalid settings or a body that contradicts its length: nothing
+		// is sent, and RoundTrip still owns the body.
 		closeRequestBody(req)
-		return nil, err
+		r.end, r.reason = Permanent, StopPermanent
+	} else {
+		r.safe = ReplaySafe(req)
+		resp, err = r.run()
 	}
-	if err := checkContentLength(req); err != nil {
-		closeRequestBody(req)
-		return nil, err
+	if h := t.OnDone; h != nil {
+		h(r.summary(resp, err))
 	}
-	r := roundTrip{t: t, c: c, req: req, safe: ReplaySafe(req)}
-	return r.run()
+	return resp, err
+}
+
+type optionsKey struct{}
+
+// ContextWithOptions returns a copy of ctx that carries opts: a Transport
+// sending a request with that context applies them over its own settings,
+// for that request only. So one Transport (one connection pool, one
+// budget) can turn retries off for one call (WithMaxAttempts(1)), give
+// another more attempts or its own backoff or classifier, or hooks of its
+// own. Options given this way to a context that already carries some are
+// applied after those.
+//
+// What the options leave unset is the Transport's own: its base
+// transport, its budget (a per-request WithBudget(nil) means that one
+// too), its Pacer and hooks. Invalid settings fail the request, as they
+// would fail every request of a Transport.
+func ContextWithOptions(ctx context.Context, opts ...Option) context.Context {
+	if prev, ok := ctx.Value(optionsKey{}).([]Option); ok {
+		opts = append(slices.Clip(prev), opts...)
+	}
+	return context.WithValue(ctx, optionsKey{}, opts)
+}
+
+// forRequest returns the Transport and settings that send req: t's own,
+// or, when req's context carries options, a Transport of req's own made of
+// t's fields and them.
+func (t *Transport) forRequest(req *http.Request, c *config) (*Transport, *config, error) {
+	opts, _ := req.Context().Value(optionsKey{}).([]Option)
+	if len(opts) == 0 {
+		return t, c, nil
+	}
+	o := t.clone()
+	for _, opt := range opts {
+		if opt != nil {
+			opt(o)
+		}
+	}
+	// The Transport's connections and budget, not new ones.
+	if o.Base == nil {
+		o.Base = c.base
+	}
+	if o.Budget == nil {
+		o.Budget = c.budget
+		if o.Budget == nil {
+			o.Budget = NoBudget
+		}
+	}
+	oc, err := o.config()
+	return o, oc, err
+}
+
+// clone returns a new Transport with t's exported fields and seams.
+func (t *Transport) clone() *Transport {
+	return &Transport{
+		Base:            t.Base,
+		MaxAttempts:     t.MaxAttempts,
+		Backoff:         t.Backoff,
+		Classifier:      t.Classifier,
+		MaxRetryAfter:   t.MaxRetryAfter,
+		MaxBufferedBody: t.MaxBufferedBody,
+		AttemptTimeout:  t.AttemptTimeout,
+		RateLimitReset:  t.RateLimitReset,
+		AttemptHeader:   t.AttemptHeader,
+		Budget:          t.Budget,
+		Pacer:           t.Pacer,
+		OnRetry:         t.OnRetry,
+		OnGiveUp:        t.OnGiveUp,
+		OnDone:          t.OnDone,
+		now:             t.now,
+		sleep:           t.sleep,
+		rand:            t.rand,
+	}
 }
 
 // checkContentLength refuses, before anything is sent, an in-memory body
@@ -382,6 +479,16 @@ type roundTrip struct {
 	prev    time.Duration // the wait slept before the current attempt
 	turn    Turn          // the Pacer's turn of the current attempt; nil without a Pacer
 	retried Class         // the outcome the current attempt retries; Undecided for the first
+
+	// For the hooks: what they report of the call so far. Times are
+	// measured only when a hook is set (timed).
+	timed  bool
+	start  time.Time     // when RoundTrip began
+	waited time.Duration // time spent between attempts: backoff, server waits, pacing
+	took   time.Duration // how long the last attempt sent took
+	sent   int           // attempts handed to the base transport
+	end    Class         // the last outcome's class
+	reason StopReason    // why no further attempt was made; StopNone on success
 }
 
 func (r *roundTrip) run() (*http.Response, error) {
@@ -414,6 +521,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			if b := r.c.budget; b != nil {
 				b.Success(r.retried)
 			}
+			r.end = Success
 			return a.keepAlive(o.Response), nil
 		}
 
@@ -433,7 +541,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			drain(o.Response.Body, drainLimit, drainTimeout)
 		}
 		a.release()
-		if err := r.wait(ctx, delay); err != nil {
+		if err := r.timedWait(ctx, delay); err != nil {
 			return nil, r.giveUp(attempt, class, nil, err, StopCanceled)
 		}
 		r.prev = delay
@@ -443,7 +551,15 @@ func (r *roundTrip) run() (*http.Response, error) {
 // send sends the attempt areq through the base transport and returns its
 // outcome and class.
 func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n int) (Outcome, Class) {
+	var sent time.Time
+	if r.timed {
+		sent = r.now()
+	}
+	r.sent++
 	resp, err := r.c.base.RoundTrip(areq)
+	if r.timed {
+		r.took = r.now().Sub(sent)
+	}
 	o := Outcome{Request: areq, Response: resp, Err: err, Attempt: n, Wrote: a.trace.state()}
 	if err == nil {
 		return o, r.classify(o)
@@ -767,6 +883,31 @@ func (r *roundTrip) wait(ctx context.Context, d time.Duration) error {
 	return sleep(ctx, d)
 }
 
+// timedWait is wait, adding the time waited to r.waited when a hook wants
+// it.
+func (r *roundTrip) timedWait(ctx context.Context, d time.Duration) error {
+	if !r.timed {
+		return r.wait(ctx, d)
+	}
+	start := r.now()
+	err := r.wait(ctx, d)
+	r.waited += r.now().Sub(start)
+	return err
+}
+
+// summary is what the OnDone hook is told of the call that returns resp
+// and err.
+func (r *roundTrip) summary(resp *http.Response, err error) Summary {
+	s := Summary{Request: r.req, Attempts: r.sent, Wait: r.waited, Class: r.end, Reason: r.reason, Err: err}
+	if r.timed {
+		s.Elapsed = r.now().Sub(r.start)
+	}
+	if resp != nil {
+		s.StatusCode = resp.StatusCode
+	}
+	return s
+}
+
 // sleep waits for d or until ctx is done. A zero d creates no timer.
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
@@ -784,6 +925,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err error, delay time.Duration, fromServer bool, stop StopReason) Event {
 	e := Event{Request: r.req, Attempt: attempt, Class: class, Err: err, Delay: delay, FromServer: fromServer, Reason: stop}
+	if attempt == r.sent {
+		e.Duration = r.took // the attempt that failed is the last one sent
+	}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
 	}
@@ -793,6 +937,7 @@ func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err err
 // giveUp reports a final failure to the OnGiveUp hook and, when it ended
 // on an error, returns the error RoundTrip returns.
 func (r *roundTrip) giveUp(attempts int, class Class, resp *http.Response, err error, stop StopReason) error {
+	r.end, r.reason = class, stop
 	if h := r.t.OnGiveUp; h != nil {
 		h(r.event(attempts, class, resp, err, 0, false, stop))
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1222,4 +1223,202 @@ func TestContentLengthMismatch(t *testing.T) {
 			})
 		}
 	})
+}
+
+// OnDone sees every call once, successes included, with its attempts,
+// waits, time and end.
+func TestOnDone(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		var s *script
+		s = newScriptOver(t, p, func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/ok":
+				status(200)(w, r)
+			case "/missing":
+				status(404)(w, r)
+			case "/busy":
+				// 503, 429, then 200, counting this path's requests.
+				n := 0
+				for _, seen := range s.requests() {
+					if seen.header.Get("X-Path") == "busy" {
+						n++
+					}
+				}
+				status([]int{503, 429, 200}[min(n-1, 2)])(w, r)
+			}
+		})
+		var done []Summary
+		rt, _ := testTransport(s.base, WithOnDone(func(sm Summary) { done = append(done, sm) }))
+		get := func(path string) {
+			req := mustRequest(t, "GET", s.srv.URL+path, nil)
+			req.Header.Set("X-Path", strings.TrimPrefix(path, "/"))
+			_, _, err := do(t, rt, req)
+			require.NoError(t, err)
+		}
+		get("/ok")
+		get("/busy")
+		get("/missing")
+		require.Len(t, done, 3)
+		assert.Equal(t, Summary{Request: done[0].Request, Attempts: 1, Class: Success, StatusCode: 200}, done[0])
+		// Exponential{100ms, 20s, FullJitter} with u = 0.5: 50ms, then 100ms,
+		// on the fake clock, which moves only when the Transport sleeps.
+		busy := done[1]
+		assert.Equal(t, 3, busy.Attempts)
+		assert.Equal(t, 150*time.Millisecond, busy.Wait)
+		assert.Equal(t, 150*time.Millisecond, busy.Elapsed)
+		assert.Equal(t, Success, busy.Class)
+		assert.Equal(t, StopNone, busy.Reason)
+		missing := done[2]
+		assert.Equal(t, 1, missing.Attempts)
+		assert.Equal(t, Permanent, missing.Class)
+		assert.Equal(t, StopPermanent, missing.Reason)
+		assert.False(t, missing.Reason.GaveUp())
+		assert.Equal(t, 404, missing.StatusCode)
+	})
+	t.Run("errors", func(t *testing.T) {
+		var done []Summary
+		rt, _ := testTransport(nil, WithMaxAttempts(3), WithOnDone(func(sm Summary) { done = append(done, sm) }))
+		_, err := rt.RoundTrip(mustRequest(t, "GET", "http://"+closedAddr(t), nil))
+		require.Error(t, err)
+		require.Len(t, done, 1)
+		assert.Equal(t, 3, done[0].Attempts)
+		assert.Equal(t, Unsent, done[0].Class)
+		assert.Equal(t, StopAttempts, done[0].Reason)
+		assert.Equal(t, err, done[0].Err)
+		assert.Zero(t, done[0].StatusCode)
+
+		// Nothing sent: a body that contradicts its length.
+		req := mustRequest(t, "PUT", "http://"+closedAddr(t), strings.NewReader("12345"))
+		req.ContentLength = 3
+		_, err = rt.RoundTrip(req)
+		require.Error(t, err)
+		require.Len(t, done, 2)
+		assert.Zero(t, done[1].Attempts)
+		assert.Equal(t, StopPermanent, done[1].Reason)
+		assert.Equal(t, err, done[1].Err)
+	})
+}
+
+// Event.Duration is the time an attempt took, on the Transport's clock.
+func TestEventDuration(t *testing.T) {
+	var clock *fakeClock
+	calls := 0
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		clock.mu.Lock()
+		clock.t = clock.t.Add(30 * time.Millisecond) // the attempt takes 30ms
+		clock.mu.Unlock()
+		code := 503
+		if calls == 2 {
+			code = 404
+		}
+		return &http.Response{StatusCode: code, Body: http.NoBody, Request: r}, nil
+	})
+	var events []Event
+	hook := func(e Event) { events = append(events, e) }
+	rt, c := testTransport(base, WithOnRetry(hook), WithOnGiveUp(hook))
+	clock = c
+	resp, err := rt.RoundTrip(mustRequest(t, "GET", "http://127.0.0.1/", nil))
+	require.NoError(t, err)
+	assert.Equal(t, 404, resp.StatusCode)
+	require.Len(t, events, 2)
+	assert.Equal(t, 30*time.Millisecond, events[0].Duration)
+	assert.Equal(t, 30*time.Millisecond, events[1].Duration)
+}
+
+// ContextWithOptions changes one request's settings and no other's, over
+// the same connections and budget.
+func TestContextWithOptions(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		s := newScriptOver(t, p, status(503))
+		budget := &TokenBucket{}
+		var perRequest []Event
+		rt, _ := testTransport(s.base, WithBudget(budget))
+		defer rt.CloseIdleConnections()
+
+		// No retries for this call.
+		ctx := ContextWithOptions(context.Background(), WithMaxAttempts(1))
+		resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, s.requests(), 1)
+
+		// The Transport's own settings for the next: 4 attempts.
+		_, _, err = do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
+		require.NoError(t, err)
+		assert.Len(t, s.requests(), 5)
+
+		// Options given twice apply in order; a hook of this call only.
+		ctx = ContextWithOptions(ContextWithOptions(context.Background(), WithMaxAttempts(5)),
+			WithMaxAttempts(2), WithOnRetry(func(e Event) { perRequest = append(perRequest, e) }))
+		_, _, err = do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+		require.NoError(t, err)
+		assert.Len(t, s.requests(), 7)
+		assert.Len(t, perRequest, 1)
+
+		assert.EqualValues(t, 1, s.newConn.Load(), "the per-request settings share the Transport's connections")
+		// Every retry was paid from the one budget: 3 + 1 of 5 tokens.
+		assert.Equal(t, 500-4*5, budget.Tokens())
+	})
+	t.Run("invalid", func(t *testing.T) {
+		rt, _ := testTransport(nil)
+		cc := &countingCloser{Reader: strings.NewReader("x")}
+		ctx := ContextWithOptions(context.Background(), WithMaxAttempts(-1))
+		_, err := rt.RoundTrip(mustRequest(t, "PUT", "http://127.0.0.1:1/", cc).WithContext(ctx))
+		require.ErrorContains(t, err, "MaxAttempts")
+		assert.EqualValues(t, 1, cc.closes.Load())
+		require.NoError(t, rt.Validate(), "the Transport itself is still valid")
+	})
+}
+
+// clone copies every exported field: a field added to Transport and
+// forgotten there would be lost for requests with per-request options.
+func TestCloneCopiesEveryField(t *testing.T) {
+	orig := &Transport{}
+	v := reflect.ValueOf(orig).Elem()
+	typ := v.Type()
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		fv := v.Field(i)
+		switch fv.Kind() {
+		case reflect.Int, reflect.Int64:
+			fv.SetInt(7)
+		case reflect.Uint8:
+			fv.SetUint(1)
+		case reflect.String:
+			fv.SetString("X-Test")
+		case reflect.Interface, reflect.Func:
+			// Any non-nil value of the field's type.
+			switch f.Name {
+			case "Base":
+				fv.Set(reflect.ValueOf(http.RoundTripper(staticTransport{})))
+			case "Backoff":
+				fv.Set(reflect.ValueOf(Backoff(Constant{Base: time.Second})))
+			case "Classifier":
+				fv.Set(reflect.ValueOf(Classifier(DefaultClassifier)))
+			case "Budget":
+				fv.Set(reflect.ValueOf(Budget(NoBudget)))
+			case "Pacer":
+				fv.Set(reflect.ValueOf(Pacer(&recordingPacer{})))
+			case "OnRetry", "OnGiveUp":
+				fv.Set(reflect.ValueOf(func(Event) {}))
+			case "OnDone":
+				fv.Set(reflect.ValueOf(func(Summary) {}))
+			default:
+				t.Fatalf("the test does not know how to set Transport.%s", f.Name)
+			}
+		default:
+			t.Fatalf("the test does not know how to set Transport.%s (%v)", f.Name, fv.Kind())
+		}
+	}
+	cv := reflect.ValueOf(orig.clone()).Elem()
+	for i := 0; i < typ.NumField(); i++ {
+		f := typ.Field(i)
+		if f.IsExported() && cv.Field(i).IsZero() {
+			t.Errorf("clone does not copy Transport.%s", f.Name)
+		}
+	}
 }
