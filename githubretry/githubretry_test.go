@@ -1,0 +1,132 @@
+package githubretry
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/backoff-jitter/retry"
+)
+
+func response(code int, body string, header ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
+	return &http.Response{StatusCode: code, Header: h, Body: io.NopCloser(strings.NewReader(body))}
+}
+
+func TestClassify(t *testing.T) {
+	const secondary = `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest"}`
+	tests := []struct {
+		name string
+		resp *http.Response
+		want retry.Class
+	}{
+		{"primary limit, 403", response(403, `{"message":"API rate limit exceeded"}`, "X-RateLimit-Remaining", "0", "X-RateLimit-Reset", "1700000000"), retry.Throttled},
+		{"primary limit, 429", response(429, "", "X-RateLimit-Remaining", "0"), retry.Throttled},
+		{"secondary limit with Retry-After", response(403, secondary, "Retry-After", "60"), retry.Throttled},
+		{"secondary limit, message only", response(403, secondary), retry.Throttled},
+		{"secondary limit, 429, message only", response(429, secondary), retry.Throttled},
+		{"bad credentials", response(403, `{"message":"Bad credentials"}`, "X-RateLimit-Remaining", "59"), retry.Undecided},
+		{"forbidden", response(403, `{"message":"Resource not accessible by integration"}`), retry.Undecided},
+		{"not found", response(404, `{"message":"Not Found"}`, "X-RateLimit-Remaining", "0"), retry.Undecided},
+		{"ok with the quota spent", response(200, "[]", "X-RateLimit-Remaining", "0"), retry.Undecided},
+		{"no response", nil, retry.Undecided},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var body string
+			if tt.resp != nil {
+				defer func() {
+					b, _ := io.ReadAll(tt.resp.Body)
+					if string(b) != body {
+						t.Errorf("the body left for the caller is %q; want %q", b, body)
+					}
+				}()
+				b, _ := io.ReadAll(tt.resp.Body)
+				body = string(b)
+				tt.resp.Body = io.NopCloser(strings.NewReader(body))
+			}
+			if got := Classify(retry.Outcome{Response: tt.resp, Attempt: 1}); got != tt.want {
+				t.Errorf("Classify = %v; want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Through a Transport with Options against a loopback server: a spent
+// primary limit is waited out until X-RateLimit-Reset, a secondary limit
+// for its Retry-After, and a 403 that is not a limit is returned at once.
+//
+// Bound: the reset is at most 2s away, real time (X-RateLimit-Reset has
+// whole seconds).
+func TestOptionsEndToEnd(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/primary":
+			if n.Add(1) == 1 {
+				w.Header().Set("X-RateLimit-Remaining", "0")
+				w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Second).Unix(), 10))
+				w.WriteHeader(http.StatusForbidden)
+				fmt.Fprint(w, `{"message":"API rate limit exceeded"}`)
+				return
+			}
+		case "/secondary":
+			if n.Add(1) == 1 {
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(http.StatusForbidden)
+				fmt.Fprint(w, `{"message":"You have exceeded a secondary rate limit."}`)
+				return
+			}
+		case "/denied":
+			n.Add(1)
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprint(w, `{"message":"Bad credentials"}`)
+			return
+		}
+		fmt.Fprint(w, "[]")
+	}))
+	defer srv.Close()
+	rt := retry.New(nil, append(Options(), retry.WithBackoff(retry.Constant{Base: time.Millisecond}))...)
+	defer rt.CloseIdleConnections()
+	for _, tt := range []struct {
+		path     string
+		status   int
+		attempts int32
+	}{
+		{"/primary", 200, 2},
+		{"/secondary", 200, 2},
+		{"/denied", 403, 1},
+	} {
+		n.Store(0)
+		start := time.Now()
+		resp, err := rt.RoundTrip(mustGet(t, srv.URL+tt.path))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status || n.Load() != tt.attempts {
+			t.Errorf("%s: %d after %d attempts; want %d after %d", tt.path, resp.StatusCode, n.Load(), tt.status, tt.attempts)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s took %v", tt.path, d)
+		}
+	}
+}
+
+func mustGet(t *testing.T, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
