@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/backoff-jitter/retry"
+	"github.com/google/go-github/v75/github"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// Through go-github: the primary limit's 403s are waited out until the
+// reset, a secondary limit's 403 for its Retry-After (and the refused
+// POST was not executed, so the issue is created once), and a 403 that is
+// no limit comes back at once as go-github's ErrorResponse.
+//
+// Bound: real time, the resets of one or two wall-clock seconds.
+func TestGoGitHubThroughTransport(t *testing.T) {
+	api := newFakeAPI(2)
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	var done []retry.Summary
+	client, rt, err := newClient(srv.URL, func(s retry.Summary) { done = append(done, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	for i := 0; i < 5; i++ { // 2 a second: at least one call meets the limit
+		if _, _, err := client.Repositories.ListByAuthenticatedUser(ctx, nil); err != nil {
+			t.Fatalf("list %d: %v", i+1, err)
+		}
+	}
+	if api.limited.Load() == 0 {
+		t.Fatal("the primary limit was never met: the test proves nothing")
+	}
+	issue, _, err := client.Issues.Create(ctx, "octo", "demo", &github.IssueRequest{Title: github.Ptr("hello")})
+	if err != nil {
+		t.Fatalf("create issue: %v", err)
+	}
+	if issue.GetNumber() != 1 || api.issues.Load() != 1 {
+		t.Errorf("issue %d, %d created; want issue 1, created once", issue.GetNumber(), api.issues.Load())
+	}
+	last := done[len(done)-1]
+	if last.Attempts < 2 || last.Class != retry.Success {
+		t.Errorf("create issue: %+v; want a success after the secondary limit's 403", last)
+	}
+
+	api.denyAll()
+	_, _, err = client.Repositories.ListByAuthenticatedUser(ctx, nil)
+	var ghErr *github.ErrorResponse
+	if !errors.As(err, &ghErr) || ghErr.Response.StatusCode != http.StatusForbidden || !strings.Contains(ghErr.Message, "Bad credentials") {
+		t.Fatalf("bad credentials: %v; want go-github's 403 ErrorResponse", err)
+	}
+	if last := done[len(done)-1]; last.Attempts != 1 || last.Reason != retry.StopPermanent {
+		t.Errorf("bad credentials: %+v; want 1 attempt, not retryable", last)
+	}
+}
+
+func TestRun(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"list repositories #8", "create issue #2", "bad credentials", "2 issues created"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
