@@ -116,7 +116,18 @@
 //
 // Nothing is logged by default. [Transport.OnRetry] and [Transport.OnGiveUp]
 // see every failed attempt, its class and the delay chosen; [SlogHook]
-// adapts them to [log/slog]. The base transport sees the attempt number
-// through [Attempt] on the request's context, and optionally as a header
-// ([WithAttemptHeader]).
+// adapts them to [log/slog]. [Transport.OnDone] sees every call once, as
+// it returns, with a [Summary] for metrics; [StopReason.Label] names its
+// reason for a label, and [StopReason.GaveUp] tells retries that ran out
+// from outcomes that are never retried. The base transport sees the
+// attempt number through [Attempt] on the request's context, and
+// optionally as a header ([WithAttemptHeader]); the module otelretry puts
+// it on each attempt's OpenTelemetry span.
+//
+// # Per-request settings
+//
+// [ContextWithOptions] puts options on a request's context that apply over
+// the Transport's settings for that request only, over the same
+// connections and budget: WithMaxAttempts(1) turns retries off for one
+// call.
 package retry

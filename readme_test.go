@@ -85,20 +85,27 @@ func goBlocks(t *testing.T, name string) []codeBlock {
 	return blocks
 }
 
-// exampleSources returns the text of the non-test Go files under examples/.
+// exampleSources returns the text of the non-test Go files under
+// examples/, and of the Go files of otelretry, whose tests run the blocks
+// that need OpenTelemetry and oauth2 (nested modules, both).
 func exampleSources(t *testing.T) map[string]string {
 	t.Helper()
 	srcs := map[string]string{}
-	err := filepath.WalkDir("examples", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+	for _, dir := range []string{"examples", "otelretry"} {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+				return err
+			}
+			if dir == "examples" && strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			srcs[path] = string(b)
 			return err
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-		b, err := os.ReadFile(path)
-		srcs[path] = string(b)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return srcs
 }
