@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -57,6 +58,8 @@ type config struct {
 	interval time.Duration // width of the intervals of series and svg
 	install  bool
 	limit    time.Duration
+	shed     float64       // with the fake server, the share refused at random, whatever the load
+	deadline time.Duration // of each request; 0: only the run's limit
 }
 
 func main() {
@@ -64,7 +67,7 @@ func main() {
 	flag.StringVar(&c.server, "server", "fake", "the rate-limited server: fake (in-process token bucket) or nginx (limit_req)")
 	flag.IntVar(&c.clients, "clients", 100, "concurrent clients")
 	flag.IntVar(&c.requests, "requests", 3, "requests each client makes, one after another")
-	flag.Float64Var(&c.rate, "rate", 100, "the server's limit, requests per second")
+	flag.Float64Var(&c.rate, "rate", 100, "the server's limit, requests per second (0: none, with -server fake)")
 	flag.IntVar(&c.rounds, "rounds", 3, "runs of each strategy (the table shows their mean)")
 	flag.StringVar(&c.csv, "csv", "", "write one row per run to this CSV file")
 	flag.StringVar(&c.series, "series", "", "write the attempts accepted and refused per interval of every run to this CSV file")
@@ -72,6 +75,8 @@ func main() {
 	flag.DurationVar(&c.interval, "interval", 100*time.Millisecond, "width of the intervals of -series and -svg (whole milliseconds, 10ms to 10s)")
 	flag.BoolVar(&c.install, "install", true, "with -server nginx, install nginx-light with apt-get when it is absent")
 	flag.DurationVar(&c.limit, "limit", 60*time.Second, "time limit of one run")
+	flag.Float64Var(&c.shed, "shed", 0, "with -server fake, also refuse this share of the requests at random, whatever the load (0 to 0.9): a load balancer shedding, a flaky backend")
+	flag.DurationVar(&c.deadline, "deadline", 0, "deadline of each request (0: none but -limit)")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "pacing:", err)
@@ -93,12 +98,18 @@ func (c config) validate() error {
 		return fmt.Errorf("-clients %d: want 1 to 2000", c.clients)
 	case c.requests < 1 || c.requests > 1000:
 		return fmt.Errorf("-requests %d: want 1 to 1000", c.requests)
-	case !(c.rate >= 1 && c.rate <= 10000):
-		return fmt.Errorf("-rate %v: want 1 to 10000", c.rate)
+	case !(c.rate >= 1 && c.rate <= 10000) && !(c.rate == 0 && c.server == "fake"): // 0: no limit
+		return fmt.Errorf("-rate %v: want 1 to 10000 (or 0, no limit, with -server fake)", c.rate)
 	case c.rounds < 1 || c.rounds > 20:
 		return fmt.Errorf("-rounds %d: want 1 to 20", c.rounds)
 	case c.limit <= 0:
 		return fmt.Errorf("-limit %v: want a positive duration", c.limit)
+	case !(c.shed >= 0 && c.shed <= 0.9):
+		return fmt.Errorf("-shed %v: want 0 to 0.9", c.shed)
+	case c.shed > 0 && c.server != "fake":
+		return errors.New("-shed: only with -server fake")
+	case c.deadline < 0:
+		return fmt.Errorf("-deadline %v: want 0 or more", c.deadline)
 	case c.interval < 10*time.Millisecond || c.interval > 10*time.Second || c.interval%time.Millisecond != 0:
 		return fmt.Errorf("-interval %v: want whole milliseconds from 10ms to 10s", c.interval)
 	}
@@ -162,7 +173,7 @@ func run(c config, out io.Writer) error {
 	}
 	defer srv.close()
 
-	ideal := time.Duration(float64(c.clients*c.requests) / c.rate * float64(time.Second))
+	ideal := idealTime(c)
 	fmt.Fprintf(out, "%d clients × %d requests against %s limited to %.0f requests/s (ideal %v), %d rounds\n\n",
 		c.clients, c.requests, srv.name(), c.rate, ideal.Round(time.Millisecond), c.rounds)
 
@@ -170,7 +181,9 @@ func run(c config, out io.Writer) error {
 	for round := 1; round <= c.rounds; round++ {
 		for _, s := range strategies {
 			// Let the server's bucket refill between runs.
-			time.Sleep(time.Duration(float64(time.Second) * 2 / c.rate * 10))
+			if c.rate > 0 {
+				time.Sleep(time.Duration(float64(time.Second) * 2 / c.rate * 10))
+			}
 			r, err := runOnce(c, srv, s)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
@@ -233,9 +246,14 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < c.requests; j++ {
-				if !get(ctx, client, srv.url()) {
+				rctx, cancel := ctx, context.CancelFunc(func() {})
+				if c.deadline > 0 {
+					rctx, cancel = context.WithTimeout(ctx, c.deadline)
+				}
+				if !get(rctx, client, srv.url()) {
 					failed.Add(1)
 				}
+				cancel()
 			}
 		}()
 	}
@@ -272,6 +290,15 @@ func get(ctx context.Context, client *http.Client, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// idealTime is the least time the requests take at the server's rate; 0
+// when it has none.
+func idealTime(c config) time.Duration {
+	if c.rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(c.clients*c.requests) / c.rate * float64(time.Second))
+}
+
 // report prints the table: each strategy's mean over its runs.
 func report(out io.Writer, c config, ideal time.Duration, results []result) {
 	type agg struct {
@@ -298,8 +325,12 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 		n := float64(len(a.elapsed))
 		sort.Slice(a.elapsed, func(i, j int) bool { return a.elapsed[i] < a.elapsed[j] })
 		med := a.elapsed[len(a.elapsed)/2]
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%d\t%v\t%.2f\t\n", s.name, a.attempts/n, a.refused/n, a.failed,
-			med.Round(time.Millisecond), float64(med)/float64(ideal))
+		ratio := "-"
+		if ideal > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(med)/float64(ideal))
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%d\t%v\t%s\t\n", s.name, a.attempts/n, a.refused/n, a.failed,
+			med.Round(time.Millisecond), ratio)
 	}
 	tw.Flush()
 }
@@ -330,9 +361,10 @@ type server interface {
 // fakeServer refuses with 429 whatever exceeds a token bucket of rate
 // requests per second with a burst of one: nginx's limit_req without burst.
 type fakeServer struct {
-	srv *http.Server
-	ln  net.Listener
-	lim *rate.Limiter
+	srv  *http.Server
+	ln   net.Listener
+	lim  *rate.Limiter
+	shed float64 // the share refused at random, whatever the load
 
 	mu   sync.Mutex
 	hits []hit // every attempt, in order of arrival
@@ -352,7 +384,11 @@ func startServer(c config) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fakeServer{ln: ln, lim: rate.NewLimiter(rate.Limit(c.rate), 1)}
+	lim := rate.NewLimiter(rate.Inf, 1)
+	if c.rate > 0 {
+		lim = rate.NewLimiter(rate.Limit(c.rate), 1)
+	}
+	f := &fakeServer{ln: ln, lim: lim, shed: c.shed}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go f.srv.Serve(ln)
 	return f, nil
@@ -363,7 +399,7 @@ func startServer(c config) (server, error) {
 // response arrives.
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
-	if !f.lim.Allow() {
+	if !f.lim.Allow() || f.shed > 0 && mrand.Float64() < f.shed {
 		status = http.StatusTooManyRequests
 	}
 	f.mu.Lock()
@@ -376,9 +412,14 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, "ok\n")
 }
 
-func (f *fakeServer) name() string { return "an in-process token bucket" }
-func (f *fakeServer) url() string  { return "http://" + f.ln.Addr().String() + "/" }
-func (f *fakeServer) close()       { f.srv.Close() }
+func (f *fakeServer) name() string {
+	if f.shed > 0 {
+		return fmt.Sprintf("an in-process token bucket that also sheds %.0f%% at random", f.shed*100)
+	}
+	return "an in-process token bucket"
+}
+func (f *fakeServer) url() string { return "http://" + f.ln.Addr().String() + "/" }
+func (f *fakeServer) close()      { f.srv.Close() }
 
 // mark returns the number of attempts recorded so far.
 func (f *fakeServer) mark() (int64, error) {

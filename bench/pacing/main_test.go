@@ -95,7 +95,10 @@ func TestValidate(t *testing.T) {
 	for _, c := range []config{
 		{server: "apache", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second},
 		{server: "fake", clients: 0, requests: 1, rate: 1, rounds: 1, limit: time.Second},
-		{server: "fake", clients: 1, requests: 1, rate: 0, rounds: 1, limit: time.Second},
+		{server: "fake", clients: 1, requests: 1, rate: -1, rounds: 1, limit: time.Second, interval: time.Second},
+		{server: "nginx", clients: 1, requests: 1, rate: 0, rounds: 1, limit: time.Second, interval: time.Second},
+		{server: "nginx", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.1},
+		{server: "fake", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.95},
 		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: 0},
 		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 0},
 		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Millisecond},

@@ -59,7 +59,7 @@ func figureOf(c config, serverName string, results []result) figure {
 		}
 	}
 	width := c.interval * time.Duration(max(1, math.Ceil(float64(span)/float64(c.interval*maxBars))))
-	ideal := time.Duration(float64(c.clients*c.requests) / c.rate * float64(time.Second))
+	ideal := idealTime(c)
 	f := figure{
 		title: fmt.Sprintf("%d clients × %d requests against %s at %g requests/s",
 			c.clients, c.requests, serverName, c.rate),
