@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -81,7 +82,7 @@ type replayBody struct {
 	done       bool  // RoundTrip returned: no further readers
 
 	closeOnce sync.Once
-	stopAbort func() bool // unregisters abort from the caller's context
+	stopAbort func() bool // unregisters abort from the caller's context; guarded by mu
 }
 
 // abortOn closes the caller's body when ctx, the caller's, is done: a
@@ -92,7 +93,7 @@ func (b *replayBody) abortOn(ctx context.Context) {
 	if ctx.Done() == nil {
 		return // never done
 	}
-	b.stopAbort = context.AfterFunc(ctx, func() {
+	stop := context.AfterFunc(ctx, func() {
 		b.mu.Lock()
 		if b.err == nil && !b.eof {
 			b.err = fmt.Errorf("retry: request body abandoned: %w", context.Cause(ctx))
@@ -101,13 +102,21 @@ func (b *replayBody) abortOn(ctx context.Context) {
 		b.mu.Unlock()
 		b.closeSource()
 	})
+	// Under the lock: a context already done runs the function at once,
+	// on a goroutine of its own, which reads stopAbort.
+	b.mu.Lock()
+	b.stopAbort = stop
+	b.mu.Unlock()
 }
 
-// closeSource closes the caller's body, once.
+// closeSource closes the caller's body, once. b.mu must not be held.
 func (b *replayBody) closeSource() {
 	b.closeOnce.Do(func() {
-		if b.stopAbort != nil {
-			b.stopAbort()
+		b.mu.Lock()
+		stop := b.stopAbort
+		b.mu.Unlock()
+		if stop != nil {
+			stop()
 		}
 		b.src.Close()
 	})
@@ -398,6 +407,27 @@ func (r *replayReader) Close() error {
 	b.mu.Unlock()
 	b.closeIfUnused()
 	return nil
+}
+
+// keep reads the body of a response that may yet be returned into memory,
+// whole, up to limit bytes and within timeout, and closes it, so that its
+// connection is reused as after drain. It returns resp with the body in
+// memory, or nil (resp closed) when the body was longer or slower than
+// that.
+func keep(resp *http.Response, limit int64, timeout time.Duration) *http.Response {
+	body := resp.Body
+	if body == nil || body == http.NoBody {
+		return resp
+	}
+	stop := time.AfterFunc(timeout, func() { body.Close() })
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	stop.Stop()
+	body.Close()
+	if err != nil || int64(len(b)) > limit {
+		return nil
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return resp
 }
 
 // drain reads and discards up to limit bytes of a response body that will

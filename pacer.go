@@ -77,8 +77,8 @@ func quotaExhausted(h http.Header, now time.Time) (time.Duration, bool) {
 }
 
 // pace waits for the Pacer's turn before an attempt, after its backoff.
-// The error it returns is the one RoundTrip returns.
-func (r *roundTrip) pace(ctx context.Context, attempt int) error {
+// When the Pacer refuses, it returns its error and why no attempt follows.
+func (r *roundTrip) pace(ctx context.Context) (StopReason, error) {
 	var start time.Time
 	if r.timed {
 		start = r.now()
@@ -88,14 +88,13 @@ func (r *roundTrip) pace(ctx context.Context, attempt int) error {
 		r.waited += r.now().Sub(start)
 	}
 	if err != nil {
-		stop := StopCanceled
 		if ctx.Err() == nil {
-			stop = StopDeadline // the Pacer refused a wait past the deadline
+			return StopDeadline, err // the Pacer refused a wait past the deadline
 		}
-		return r.giveUp(attempt-1, Undecided, nil, err, stop)
+		return StopCanceled, err
 	}
 	r.turn = turn
-	return nil
+	return StopNone, nil
 }
 
 // unpace gives back the turn of an attempt that is not sent.

@@ -173,3 +173,58 @@ func TestQuotaExhausted(t *testing.T) {
 		}
 	}
 }
+
+// deadlinePacer grants the first turn of each call and refuses the next
+// for the deadline, as a Pacer whose turn is too far away.
+type deadlinePacer struct{ waits int }
+
+func (p *deadlinePacer) Wait(ctx context.Context, req *http.Request) (Turn, error) {
+	p.waits++
+	if p.waits%2 == 0 {
+		return nil, fmt.Errorf("a turn in 7m: %w", context.DeadlineExceeded)
+	}
+	return recordingTurn{&recordingPacer{}}, nil
+}
+
+// A retry whose pacing wait would end past the deadline returns the last
+// answer, body and all, as a backoff's wait past the deadline does; not
+// the Pacer's refusal.
+func TestPacerDeadlineReturnsTheLastAnswer(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		s := newScriptOver(t, p, status(429), status(200))
+		var gaveUp giveUps
+		var done []Summary
+		rt, _ := testTransport(s.base, WithPacer(&deadlinePacer{}), WithOnGiveUp(gaveUp.hook),
+			WithOnDone(func(sm Summary) { done = append(done, sm) }))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, body, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+		require.NoError(t, err)
+		assert.Equal(t, 429, resp.StatusCode)
+		assert.Equal(t, "status 429", body, "the answer's body is returned whole")
+		assert.Len(t, s.requests(), 1)
+		e := gaveUp.last(t)
+		assert.Equal(t, StopDeadline, e.Reason)
+		assert.Equal(t, 429, e.StatusCode)
+		assert.Equal(t, Throttled, e.Class)
+		require.Len(t, done, 1)
+		assert.Equal(t, 1, done[0].Attempts)
+		assert.Equal(t, StopDeadline, done[0].Reason)
+		assert.EqualValues(t, 1, s.newConn.Load(), "the kept answer's connection was reused")
+	})
+	t.Run("a body too long to keep", func(t *testing.T) {
+		big := strings.Repeat("x", drainLimit+1)
+		s := newScript(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(429)
+			io.WriteString(w, big)
+		})
+		rt, _ := testTransport(s.base, WithPacer(&deadlinePacer{}))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, err := rt.RoundTrip(mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+		var re *Error
+		require.ErrorAs(t, err, &re)
+		assert.Equal(t, StopDeadline, re.Reason)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	})
+}

@@ -476,9 +476,13 @@ type roundTrip struct {
 	safe bool
 	body *replayBody // nil unless the body is buffered for replay
 
-	prev    time.Duration // the wait slept before the current attempt
-	turn    Turn          // the Pacer's turn of the current attempt; nil without a Pacer
-	retried Class         // the outcome the current attempt retries; Undecided for the first
+	prev time.Duration // the wait slept before the current attempt
+	turn Turn          // the Pacer's turn of the current attempt; nil without a Pacer
+	// kept is the last response, its body read into memory, while the
+	// next attempt waits for the Pacer; keptClass is its class.
+	kept      *http.Response
+	keptClass Class
+	retried   Class // the outcome the current attempt retries; Undecided for the first
 
 	// For the hooks: what they report of the call so far. Times are
 	// measured only when a hook is set (timed).
@@ -502,12 +506,19 @@ func (r *roundTrip) run() (*http.Response, error) {
 	ctx := req.Context()
 	for attempt := 1; ; attempt++ {
 		if r.t.Pacer != nil {
-			if err := r.pace(ctx, attempt); err != nil {
+			if stop, err := r.pace(ctx); err != nil {
 				if attempt == 1 && r.body == nil {
 					closeRequestBody(req) // nothing was sent: RoundTrip still owns it
 				}
-				return nil, err
+				if last := r.kept; last != nil && stop == StopDeadline {
+					// As when the backoff's wait would end past the
+					// deadline: the last answer, not the Pacer's refusal.
+					r.giveUp(attempt-1, r.keptClass, last, nil, stop)
+					return last, nil
+				}
+				return nil, r.giveUp(attempt-1, Undecided, nil, err, stop)
 			}
+			r.kept = nil
 		}
 		areq, a, err := r.attemptRequest(ctx, attempt)
 		if err != nil {
@@ -537,7 +548,12 @@ func (r *roundTrip) run() (*http.Response, error) {
 		if h := r.t.OnRetry; h != nil {
 			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
 		}
-		if o.Response != nil {
+		switch {
+		case o.Response != nil && r.t.Pacer != nil:
+			// Kept, in memory, in case the Pacer refuses the retry's
+			// wait for the deadline: then this answer is returned.
+			r.kept, r.keptClass = keep(o.Response, drainLimit, drainTimeout), class
+		case o.Response != nil:
 			drain(o.Response.Body, drainLimit, drainTimeout)
 		}
 		a.release()
