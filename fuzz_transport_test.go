@@ -324,7 +324,7 @@ func FuzzTransport(f *testing.F) {
 		}
 		// GetBody failing ends the request before its attempt is made:
 		// the wait before it was slept, but no attempt followed.
-		waits := clock.waits()
+		waits := clock.Waits()
 		if len(retries) != len(waits) {
 			t.Errorf("%d OnRetry calls but %d waits", len(retries), len(waits))
 		}

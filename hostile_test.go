@@ -83,7 +83,7 @@ func TestHostileEndless503ClosingConnections(t *testing.T) {
 		assert.Equal(t, sha256.Sum256(payload), r.bodySum, "attempt %d body", i+1)
 	}
 	assert.EqualValues(t, 5, s.newConn.Load(), "one connection per attempt")
-	assert.Len(t, clock.waits(), 4)
+	assert.Len(t, clock.Waits(), 4)
 	assert.Equal(t, StopAttempts, g.last(t).Reason)
 	assert.EqualValues(t, 1, cc.closes.Load())
 }
@@ -104,7 +104,7 @@ func TestHostileEndless503UntilDeadline(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Len(t, s.requests(), 4)
-		assert.Equal(t, []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second}, clock.waits())
+		assert.Equal(t, []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second}, clock.Waits())
 		assert.Equal(t, StopDeadline, g.last(t).Reason)
 		assert.Equal(t, 4, g.last(t).Attempt)
 	})
@@ -159,7 +159,7 @@ func TestHostileRetryAfter(t *testing.T) {
 			if name == "" {
 				name = "Retry-After"
 			}
-			lines := tt.value(clock.now())
+			lines := tt.value(clock.Now())
 			s := newScript(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header()[name] = lines
 				w.WriteHeader(503)
@@ -169,13 +169,13 @@ func TestHostileRetryAfter(t *testing.T) {
 			if tt.stop {
 				assert.Equal(t, 503, resp.StatusCode, "%s: %q", name, lines)
 				assert.Len(t, s.requests(), 1)
-				assert.Empty(t, clock.waits())
+				assert.Empty(t, clock.Waits())
 				assert.Equal(t, StopServerWait, g.last(t).Reason)
 				return
 			}
 			assert.Equal(t, 200, resp.StatusCode, "%s: %q", name, lines)
 			assert.Len(t, s.requests(), 2)
-			w := clock.waits()
+			w := clock.Waits()
 			require.Len(t, w, 1)
 			// Dates have whole seconds: the wait is within a second below.
 			assert.InDelta(t, float64(tt.wait), float64(w[0]), float64(time.Second), "%s: %q slept %v; want %v", name, lines, w[0], tt.wait)
@@ -212,7 +212,7 @@ func TestHostileRetryAfterOnServerError(t *testing.T) {
 					return
 				}
 				assert.Equal(t, 200, resp.StatusCode)
-				assert.Equal(t, []time.Duration{time.Second}, clock.waits())
+				assert.Equal(t, []time.Duration{time.Second}, clock.Waits())
 			})
 		}
 	})

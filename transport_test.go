@@ -20,48 +20,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-jitter/retry/internal/fakeclock"
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// fakeClock is the clock and sleep of a Transport under test: sleeping
-// advances the clock at once and records the wait.
-type fakeClock struct {
-	mu    sync.Mutex
-	t     time.Time
-	slept []time.Duration
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.slept = append(c.slept, d)
-	c.t = c.t.Add(d)
-	return nil
-}
-
-func (c *fakeClock) waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.slept...)
-}
+// fakeClock is the clock and sleep of a Transport under test.
+type fakeClock = fakeclock.Clock
 
 // testTransport returns a Transport over base with a fake clock starting
 // at the real time (so context deadlines line up) and u fixed at 0.5.
 func testTransport(base http.RoundTripper, opts ...Option) (*Transport, *fakeClock) {
-	clock := &fakeClock{t: time.Now()}
+	clock := fakeclock.New(time.Now())
 	t := New(base, opts...)
-	t.now, t.sleep = clock.now, clock.sleep
+	t.now, t.sleep = clock.Now, clock.Sleep
 	t.rand = func() float64 { return 0.5 }
 	return t, clock
 }
@@ -246,7 +219,7 @@ func TestRetriesThrottledThenSucceeds(t *testing.T) {
 		assert.Equal(t, "status 200", body)
 		assert.Len(t, s.requests(), 3)
 		// Exponential{100ms, 20s, FullJitter} with u = 0.5: 50ms, then 100ms.
-		assert.Equal(t, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, clock.waits())
+		assert.Equal(t, []time.Duration{50 * time.Millisecond, 100 * time.Millisecond}, clock.Waits())
 		assert.EqualValues(t, 1, s.newConn.Load(), "discarded responses must be drained so the connection is reused")
 	})
 }
@@ -494,7 +467,7 @@ func TestRetryAfter(t *testing.T) {
 			resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 			require.NoError(t, err)
 			assert.Equal(t, 200, resp.StatusCode)
-			assert.Equal(t, []time.Duration{3 * time.Second}, clock.waits())
+			assert.Equal(t, []time.Duration{3 * time.Second}, clock.Waits())
 			require.Len(t, events, 1)
 			assert.True(t, events[0].FromServer)
 			assert.Equal(t, 503, events[0].StatusCode)
@@ -506,7 +479,7 @@ func TestRetryAfter(t *testing.T) {
 			defer rt.CloseIdleConnections()
 			_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 			require.NoError(t, err)
-			assert.Equal(t, []time.Duration{2 * time.Second}, clock.waits())
+			assert.Equal(t, []time.Duration{2 * time.Second}, clock.Waits())
 		})
 		t.Run("http date", func(t *testing.T) {
 			date := time.Now().Add(90 * time.Second).UTC().Format(http.TimeFormat)
@@ -514,7 +487,7 @@ func TestRetryAfter(t *testing.T) {
 			rt, clock := testTransport(s.base)
 			_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 			require.NoError(t, err)
-			w := clock.waits()
+			w := clock.Waits()
 			require.Len(t, w, 1)
 			// The date has whole seconds: the wait is within a second of 90s.
 			assert.InDelta(t, 90*time.Second, w[0], float64(time.Second))
@@ -528,7 +501,7 @@ func TestRetryAfter(t *testing.T) {
 				rt.CloseIdleConnections()
 				require.NoError(t, err)
 				assert.Equal(t, 503, resp.StatusCode, "Retry-After %s", v)
-				assert.Empty(t, clock.waits())
+				assert.Empty(t, clock.Waits())
 				assert.Len(t, s.requests(), 1)
 				assert.Equal(t, StopServerWait, gaveUp.Reason)
 			}
@@ -540,7 +513,7 @@ func TestRetryAfter(t *testing.T) {
 				_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 				rt.CloseIdleConnections()
 				require.NoError(t, err)
-				assert.Equal(t, []time.Duration{50 * time.Millisecond}, clock.waits(), "Retry-After %q", v)
+				assert.Equal(t, []time.Duration{50 * time.Millisecond}, clock.Waits(), "Retry-After %q", v)
 			}
 		})
 	})
@@ -558,7 +531,7 @@ func TestDeadline(t *testing.T) {
 			resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
 			require.NoError(t, err)
 			assert.Equal(t, 503, resp.StatusCode)
-			assert.Empty(t, clock.waits())
+			assert.Empty(t, clock.Waits())
 			assert.Equal(t, StopDeadline, gaveUp.Reason)
 		})
 		t.Run("server wait past deadline", func(t *testing.T) {
@@ -570,7 +543,7 @@ func TestDeadline(t *testing.T) {
 			resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
 			require.NoError(t, err)
 			assert.Equal(t, 429, resp.StatusCode)
-			assert.Empty(t, clock.waits())
+			assert.Empty(t, clock.Waits())
 		})
 		t.Run("error past deadline", func(t *testing.T) {
 			addr := closedAddr(t)
@@ -640,7 +613,7 @@ func TestErrorsWrapTheLastError(t *testing.T) {
 	var op *net.OpError
 	assert.ErrorAs(t, err, &op, "errors.As must reach the dial error through *url.Error and *Error")
 	assert.Contains(t, err.Error(), "3 attempts")
-	assert.Len(t, clock.waits(), 2)
+	assert.Len(t, clock.Waits(), 2)
 	require.Len(t, retries, 2)
 	assert.Equal(t, Unsent, retries[0].Class)
 }
@@ -699,7 +672,7 @@ func TestAttemptVisibleToBase(t *testing.T) {
 func TestZeroValueTransport(t *testing.T) {
 	s := newScript(t, status(503), status(200))
 	rt := &Transport{}
-	rt.sleep = (&fakeClock{}).sleep
+	rt.sleep = fakeclock.New(time.Time{}).Sleep
 	defer rt.CloseIdleConnections()
 	resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 	require.NoError(t, err)
@@ -784,7 +757,7 @@ func TestEndlessThrottlingStopsAtMaxAttempts(t *testing.T) {
 		assert.Equal(t, 503, resp.StatusCode)
 		assert.Equal(t, "status 503", body, "the last response is returned unread")
 		assert.Len(t, s.requests(), 6)
-		assert.Len(t, clock.waits(), 5)
+		assert.Len(t, clock.Waits(), 5)
 		assert.Equal(t, StopAttempts, gaveUp.Reason)
 		assert.Equal(t, 6, gaveUp.Attempt)
 	})
@@ -803,7 +776,7 @@ func TestPrevIsTheWaitSlept(t *testing.T) {
 		_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{0, 2 * time.Second}, prevs)
-		assert.Equal(t, []time.Duration{2 * time.Second, time.Second}, clock.waits())
+		assert.Equal(t, []time.Duration{2 * time.Second, time.Second}, clock.Waits())
 	})
 }
 
@@ -1305,9 +1278,7 @@ func TestEventDuration(t *testing.T) {
 	calls := 0
 	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		calls++
-		clock.mu.Lock()
-		clock.t = clock.t.Add(30 * time.Millisecond) // the attempt takes 30ms
-		clock.mu.Unlock()
+		clock.Advance(30 * time.Millisecond) // the attempt takes 30ms
 		code := 503
 		if calls == 2 {
 			code = 404

@@ -8,53 +8,22 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/fakeclock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // The Pacer through a retry.Transport, against loopback servers.
 
-// fakeClock is a Pacer's clock and sleep under test: sleeping advances the
-// clock at once and records the wait.
-type fakeClock struct {
-	mu    sync.Mutex
-	t     time.Time
-	slept []time.Duration
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.slept = append(c.slept, d)
-	c.t = c.t.Add(d)
-	return nil
-}
-
-func (c *fakeClock) waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.slept...)
-}
-
 // fakePacer returns a Pacer whose clock and sleep are a fake clock.
-func fakePacer(p *Pacer) (*Pacer, *fakeClock) {
-	clock := &fakeClock{t: time.Now()}
-	p.now, p.sleep = clock.now, clock.sleep
+func fakePacer(p *Pacer) (*Pacer, *fakeclock.Clock) {
+	clock := fakeclock.New(time.Now())
+	p.now, p.sleep = clock.Now, clock.Sleep
 	return p, clock
 }
 
@@ -111,7 +80,7 @@ func TestTransportPacesAfterThrottle(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, n.Load())
 	step := time.Duration(float64(time.Second) / r)
-	assert.Equal(t, []time.Duration{step, step}, clock.waits())
+	assert.Equal(t, []time.Duration{step, step}, clock.Waits())
 }
 
 // closeCounter counts Close calls on a request body.
@@ -189,7 +158,7 @@ func TestTransportRetakesVoidTurn(t *testing.T) {
 			// is void.
 			blocked = true
 			req := hostRequest(t, host(srv))
-			p.observe(req, retry.Throttled, response(429), curGen(p, req), clock.now())
+			p.observe(req, retry.Throttled, response(429), curGen(p, req), clock.Now())
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -198,14 +167,14 @@ func TestTransportRetakesVoidTurn(t *testing.T) {
 				return nil
 			}
 		}
-		return clock.sleep(ctx, d)
+		return clock.Sleep(ctx, d)
 	}
 	_, err := get(t, rt, context.Background(), srv.URL)
 	require.NoError(t, err)
 	require.True(t, blocked)
 	// The new turn, an interval after the cut.
 	r, _ := p.Rate(host(srv))
-	assert.Equal(t, []time.Duration{time.Duration(float64(time.Second) / r)}, clock.waits())
+	assert.Equal(t, []time.Duration{time.Duration(float64(time.Second) / r)}, clock.Waits())
 	assert.EqualValues(t, 2, n.Load())
 }
 
@@ -289,7 +258,7 @@ func TestTransportPacerHealthyNeverWaits(t *testing.T) {
 		_, err := get(t, rt, context.Background(), srv.URL)
 		require.NoError(t, err)
 	}
-	assert.Empty(t, clock.waits())
+	assert.Empty(t, clock.Waits())
 	_, engaged := p.Rate(host(srv))
 	assert.False(t, engaged)
 }
