@@ -76,6 +76,26 @@ func quotaExhausted(h http.Header, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
+// awaitTurn waits for the Pacer's turn of an attempt, after its backoff.
+// When the Pacer refuses, stopped is true, and resp and err are what
+// RoundTrip returns: the last answer when the wait would end past the
+// deadline, as when the backoff's would, or else the Pacer's error.
+func (r *roundTrip) awaitTurn(ctx context.Context, attempt int) (stopped bool, resp *http.Response, err error) {
+	stop, err := r.pace(ctx)
+	if err == nil {
+		r.kept = nil
+		return false, nil, nil
+	}
+	if attempt == 1 && r.body == nil {
+		closeRequestBody(r.req) // nothing was sent: RoundTrip still owns it
+	}
+	if last := r.kept; last != nil && stop == StopDeadline {
+		r.giveUp(attempt-1, r.keptClass, last, nil, stop)
+		return true, last, nil
+	}
+	return true, nil, r.giveUp(attempt-1, Undecided, nil, err, stop)
+}
+
 // pace waits for the Pacer's turn before an attempt, after its backoff.
 // When the Pacer refuses, it returns its error and why no attempt follows.
 func (r *roundTrip) pace(ctx context.Context) (StopReason, error) {

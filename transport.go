@@ -506,19 +506,9 @@ func (r *roundTrip) run() (*http.Response, error) {
 	ctx := req.Context()
 	for attempt := 1; ; attempt++ {
 		if r.t.Pacer != nil {
-			if stop, err := r.pace(ctx); err != nil {
-				if attempt == 1 && r.body == nil {
-					closeRequestBody(req) // nothing was sent: RoundTrip still owns it
-				}
-				if last := r.kept; last != nil && stop == StopDeadline {
-					// As when the backoff's wait would end past the
-					// deadline: the last answer, not the Pacer's refusal.
-					r.giveUp(attempt-1, r.keptClass, last, nil, stop)
-					return last, nil
-				}
-				return nil, r.giveUp(attempt-1, Undecided, nil, err, stop)
+			if stopped, resp, err := r.awaitTurn(ctx, attempt); stopped {
+				return resp, err
 			}
-			r.kept = nil
 		}
 		areq, a, err := r.attemptRequest(ctx, attempt)
 		if err != nil {
@@ -548,19 +538,25 @@ func (r *roundTrip) run() (*http.Response, error) {
 		if h := r.t.OnRetry; h != nil {
 			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
 		}
-		switch {
-		case o.Response != nil && r.t.Pacer != nil:
-			// Kept, in memory, in case the Pacer refuses the retry's
-			// wait for the deadline: then this answer is returned.
-			r.kept, r.keptClass = keep(o.Response, drainLimit, drainTimeout), class
-		case o.Response != nil:
-			drain(o.Response.Body, drainLimit, drainTimeout)
-		}
+		r.discard(o, class)
 		a.release()
 		if err := r.timedWait(ctx, delay); err != nil {
 			return nil, r.giveUp(attempt, class, nil, err, StopCanceled)
 		}
 		r.prev = delay
+	}
+}
+
+// discard disposes of the response of an outcome that is retried:
+// drained and closed, so that its connection is reused; with a Pacer,
+// kept in memory too, in case the Pacer refuses the retry's wait for the
+// deadline (see awaitTurn).
+func (r *roundTrip) discard(o Outcome, class Class) {
+	switch {
+	case o.Response != nil && r.t.Pacer != nil:
+		r.kept, r.keptClass = keep(o.Response, drainLimit, drainTimeout), class
+	case o.Response != nil:
+		drain(o.Response.Body, drainLimit, drainTimeout)
 	}
 }
 
