@@ -395,7 +395,7 @@ func TestHTTP2GoAway(t *testing.T) {
 // net/http's HTTP/2 transport replays any request after such a reset when
 // it can rewind the body (h2_bundle.go, http2canRetryError,
 // golang/go#47635), and a request without a body always: alone, it runs
-// such a POST hundreds of times in 300ms. The attempts of
+// such a POST 800 to 1,500 times in 300ms. The attempts of
 // an unsafe request carry no GetBody, and the Transport stops a replay of
 // one without a body before it is written (its trace sees a second
 // connection handed to a request already written whole). So it is executed
