@@ -28,11 +28,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -40,6 +38,7 @@ import (
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/bench/internal/chart"
+	"github.com/backoff-jitter/retry/bench/internal/nginx"
 	"github.com/backoff-jitter/retry/pace"
 	"github.com/hashicorp/go-cleanhttp"
 	"golang.org/x/time/rate"
@@ -378,7 +377,11 @@ type hit struct {
 
 func startServer(c config) (server, error) {
 	if c.server == "nginx" {
-		return startNginx(c)
+		n, err := nginx.Start(c.rate, c.install)
+		if err != nil {
+			return nil, err
+		}
+		return nginxServer{n}, nil
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -443,172 +446,18 @@ func (f *fakeServer) since(mark int64, start time.Time) ([]event, error) {
 	return evs, nil
 }
 
-// nginxServer is a real nginx with limit_req, started on loopback with a
-// config written to a temporary directory. It records attempts in its
-// access log, one line each: the time of the log write ($msec, wall-clock
-// seconds to the millisecond) and the status. For these tiny responses the
-// log write follows the request's arrival within the millisecond.
-type nginxServer struct {
-	dir  string
-	addr string
-	cmd  *exec.Cmd
-}
+// nginxServer is the server interface over a real nginx with limit_req.
+type nginxServer struct{ *nginx.Server }
 
-const nginxConf = `worker_processes 1;
-daemon off;
-pid {{dir}}/nginx.pid;
-error_log {{dir}}/error.log warn;
-events { worker_connections 4096; }
-http {
-	log_format timed '$msec $status';
-	access_log {{dir}}/access.log timed;
-	client_body_temp_path {{dir}}/body;
-	proxy_temp_path {{dir}}/proxy;
-	fastcgi_temp_path {{dir}}/fastcgi;
-	uwsgi_temp_path {{dir}}/uwsgi;
-	scgi_temp_path {{dir}}/scgi;
-	keepalive_requests 100000;
-	limit_req_zone $server_name zone=api:1m rate={{rate}}r/s;
-	limit_req_status 429;
-	server {
-		listen {{addr}};
-		server_name api;
-		root {{dir}}/www;
-		location / {
-			# A static file, not "return": return runs in the rewrite
-			# phase, before limit_req's preaccess phase could refuse.
-			limit_req zone=api;
-		}
+func (n nginxServer) name() string         { return "nginx limit_req" }
+func (n nginxServer) url() string          { return n.URL() }
+func (n nginxServer) mark() (int64, error) { return n.Mark() }
+func (n nginxServer) close()               { n.Close() }
+func (n nginxServer) since(mark int64, start time.Time) ([]event, error) {
+	evs, err := n.Since(mark, start)
+	out := make([]event, len(evs))
+	for i, e := range evs {
+		out[i] = event{at: e.At, status: e.Status}
 	}
-}
-`
-
-func startNginx(c config) (server, error) {
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		bin = "/usr/sbin/nginx"
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if !c.install {
-			return nil, errors.New("nginx is not installed (run with -install or apt-get install nginx-light)")
-		}
-		if err := installNginx(); err != nil {
-			return nil, err
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	dir, err := os.MkdirTemp("", "pacing-nginx-")
-	if err != nil {
-		return nil, err
-	}
-	// nginx's workers run as an unprivileged user: they must read the page.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return nil, err
-	}
-	conf := strings.NewReplacer("{{dir}}", dir, "{{rate}}", strconv.FormatFloat(c.rate, 'f', -1, 64), "{{addr}}", addr).Replace(nginxConf)
-	if err := os.MkdirAll(filepath.Join(dir, "www"), 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "www", "index.html"), []byte("ok\n"), 0o644); err != nil {
-		return nil, err
-	}
-	confPath := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "-c", confPath, "-p", dir)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	n := &nginxServer{dir: dir, addr: addr, cmd: cmd}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			return n, nil
-		}
-		if time.Now().After(deadline) {
-			n.close()
-			return nil, fmt.Errorf("nginx did not listen on %s within 10s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func installNginx() error {
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "nginx-light"}} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	return nil
-}
-
-func (n *nginxServer) name() string { return "nginx limit_req" }
-func (n *nginxServer) url() string  { return "http://" + n.addr + "/" }
-
-// logPath is the access log, which accumulates over every run.
-func (n *nginxServer) logPath() string { return filepath.Join(n.dir, "access.log") }
-
-// mark returns the size of the access log: nginx creates it empty at start.
-func (n *nginxServer) mark() (int64, error) {
-	fi, err := os.Stat(n.logPath())
-	if err != nil {
-		return 0, fmt.Errorf("nginx access log: %w", err)
-	}
-	return fi.Size(), nil
-}
-
-// since waits for the access log to settle, then parses the lines written
-// after mark, timed from start.
-func (n *nginxServer) since(mark int64, start time.Time) ([]event, error) {
-	n.settle()
-	f, err := os.Open(n.logPath())
-	if err != nil {
-		return nil, fmt.Errorf("nginx access log: %w", err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(mark, io.SeekStart); err != nil {
-		return nil, fmt.Errorf("nginx access log: %w", err)
-	}
-	b, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("nginx access log: %w", err)
-	}
-	return parseLog(b, start.UnixMilli(), time.Now().UnixMilli()), nil
-}
-
-// settle waits, for a second at most, until the access log has not grown
-// for logQuiet: nginx logs a request just after sending its response, so
-// the last lines of a run may lag its last response.
-func (n *nginxServer) settle() {
-	const logQuiet = 30 * time.Millisecond
-	last := int64(-1)
-	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(logQuiet) {
-		size, err := n.mark()
-		if err != nil || size == last {
-			return
-		}
-		last = size
-	}
-}
-
-func (n *nginxServer) close() {
-	n.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { n.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		n.cmd.Process.Kill()
-		<-done
-	}
-	os.RemoveAll(n.dir)
+	return out, err
 }

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/backoff-jitter/retry/bench/internal/chart"
@@ -78,67 +76,4 @@ func seriesRows(results []result, width time.Duration) [][]string {
 // writeSeries writes the -series CSV file.
 func writeSeries(path string, results []result, width time.Duration) error {
 	return chart.WriteCSV(path, seriesRows(results, width))
-}
-
-// parseLog parses the complete lines of an nginx access log in the format
-// "$msec $status", timing each from startMs (Unix milliseconds). Lines
-// that do not parse are skipped, as is an unfinished last line, and so are
-// lines timed more than logSlack outside [startMs, endMs]: not of this run.
-func parseLog(b []byte, startMs, endMs int64) []event {
-	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
-		b = b[:i]
-	} else {
-		return nil
-	}
-	var evs []event
-	for _, line := range strings.Split(string(b), "\n") {
-		ms, status, ok := parseLogLine(line)
-		if !ok || ms < startMs-logSlack.Milliseconds() || ms > endMs+logSlack.Milliseconds() {
-			continue
-		}
-		evs = append(evs, event{at: time.Duration(ms-startMs) * time.Millisecond, status: status})
-	}
-	return evs
-}
-
-// logSlack is how far outside its run a line of the access log may be
-// timed: nginx's clock is cached per event loop iteration.
-const logSlack = time.Second
-
-// parseLogLine parses one line of the access log, "$msec $status" (as
-// "1712345678.123 429"): the time in Unix milliseconds and the status.
-// Further fields are ignored; ok is false if the two do not parse.
-func parseLogLine(line string) (ms int64, status int, ok bool) {
-	f := strings.Fields(line)
-	if len(f) < 2 {
-		return 0, 0, false
-	}
-	ms, ok = parseMsec(f[0])
-	if !ok {
-		return 0, 0, false
-	}
-	status, err := strconv.Atoi(f[1])
-	if err != nil || status < 100 || status > 599 {
-		return 0, 0, false
-	}
-	return ms, status, true
-}
-
-// parseMsec parses nginx's $msec, seconds with exactly three decimals, to
-// milliseconds, without the rounding of a float.
-func parseMsec(s string) (int64, bool) {
-	sec, frac, found := strings.Cut(s, ".")
-	if !found || sec == "" || len(frac) != 3 {
-		return 0, false
-	}
-	// ParseUint allows no sign; 40 bits of seconds are 34,000 years.
-	secs, err := strconv.ParseUint(sec, 10, 40)
-	if err != nil {
-		return 0, false
-	}
-	millis, err := strconv.ParseUint(frac, 10, 16)
-	if err != nil {
-		return 0, false
-	}
-	return int64(secs)*1000 + int64(millis), true
 }

@@ -1,0 +1,262 @@
+// Package nginx runs a real nginx with limit_req on loopback for the
+// measurements of bench/: a rate-limited server that records, in its
+// access log, when each attempt arrived and how it was answered.
+package nginx
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Event is one attempt the server saw: when it arrived, from the start of
+// its run, and the status it was answered with.
+type Event struct {
+	At     time.Duration
+	Status int
+}
+
+// Server is a real nginx with limit_req, started on loopback with a
+// config written to a temporary directory. It records attempts in its
+// access log, one line each: the time of the log write ($msec, wall-clock
+// seconds to the millisecond) and the status. For these tiny responses the
+// log write follows the request's arrival within the millisecond.
+type Server struct {
+	dir  string
+	addr string
+	cmd  *exec.Cmd
+}
+
+const nginxConf = `worker_processes 1;
+daemon off;
+pid {{dir}}/nginx.pid;
+error_log {{dir}}/error.log warn;
+events { worker_connections 4096; }
+http {
+	log_format timed '$msec $status';
+	access_log {{dir}}/access.log timed;
+	client_body_temp_path {{dir}}/body;
+	proxy_temp_path {{dir}}/proxy;
+	fastcgi_temp_path {{dir}}/fastcgi;
+	uwsgi_temp_path {{dir}}/uwsgi;
+	scgi_temp_path {{dir}}/scgi;
+	keepalive_requests 100000;
+	limit_req_zone $server_name zone=api:1m rate={{rate}}r/s;
+	limit_req_status 429;
+	server {
+		listen {{addr}};
+		server_name api;
+		root {{dir}}/www;
+		location / {
+			# A static file, not "return": return runs in the rewrite
+			# phase, before limit_req's preaccess phase could refuse.
+			limit_req zone=api;
+		}
+	}
+}
+`
+
+// Start starts nginx limiting every request to rate requests a second
+// (no burst), answering the others 429; with install, it installs Debian's
+// nginx-light first when nginx is absent.
+func Start(rate float64, install bool) (*Server, error) {
+	bin, err := exec.LookPath("nginx")
+	if err != nil {
+		bin = "/usr/sbin/nginx"
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if !install {
+			return nil, errors.New("nginx is not installed (run with -install or apt-get install nginx-light)")
+		}
+		if err := installNginx(); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	dir, err := os.MkdirTemp("", "pacing-nginx-")
+	if err != nil {
+		return nil, err
+	}
+	// nginx's workers run as an unprivileged user: they must read the page.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	conf := strings.NewReplacer("{{dir}}", dir, "{{rate}}", strconv.FormatFloat(rate, 'f', -1, 64), "{{addr}}", addr).Replace(nginxConf)
+	if err := os.MkdirAll(filepath.Join(dir, "www"), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "www", "index.html"), []byte("ok\n"), 0o644); err != nil {
+		return nil, err
+	}
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "-c", confPath, "-p", dir)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	n := &Server{dir: dir, addr: addr, cmd: cmd}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			return n, nil
+		}
+		if time.Now().After(deadline) {
+			n.Close()
+			return nil, fmt.Errorf("nginx did not listen on %s within 10s", addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func installNginx() error {
+	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "nginx-light"}} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// URL is the server's address.
+func (n *Server) URL() string { return "http://" + n.addr + "/" }
+
+// logPath is the access log, which accumulates over every run.
+func (n *Server) logPath() string { return filepath.Join(n.dir, "access.log") }
+
+// Mark returns the size of the access log: nginx creates it empty at start.
+func (n *Server) Mark() (int64, error) {
+	fi, err := os.Stat(n.logPath())
+	if err != nil {
+		return 0, fmt.Errorf("nginx access log: %w", err)
+	}
+	return fi.Size(), nil
+}
+
+// Since waits for the access log to settle, then parses the lines written
+// after mark, timed from start.
+func (n *Server) Since(mark int64, start time.Time) ([]Event, error) {
+	n.settle()
+	f, err := os.Open(n.logPath())
+	if err != nil {
+		return nil, fmt.Errorf("nginx access log: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(mark, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("nginx access log: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("nginx access log: %w", err)
+	}
+	return ParseLog(b, start.UnixMilli(), time.Now().UnixMilli()), nil
+}
+
+// settle waits, for a second at most, until the access log has not grown
+// for logQuiet: nginx logs a request just after sending its response, so
+// the last lines of a run may lag its last response.
+func (n *Server) settle() {
+	const logQuiet = 30 * time.Millisecond
+	last := int64(-1)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(logQuiet) {
+		size, err := n.Mark()
+		if err != nil || size == last {
+			return
+		}
+		last = size
+	}
+}
+
+// Close stops nginx and removes its directory.
+func (n *Server) Close() {
+	n.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { n.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		n.cmd.Process.Kill()
+		<-done
+	}
+	os.RemoveAll(n.dir)
+}
+
+// ParseLog parses the complete lines of an nginx access log in the format
+// "$msec $status", timing each from startMs (Unix milliseconds). Lines
+// that do not parse are skipped, as is an unfinished last line, and so are
+// lines timed more than logSlack outside [startMs, endMs]: not of this run.
+func ParseLog(b []byte, startMs, endMs int64) []Event {
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	} else {
+		return nil
+	}
+	var evs []Event
+	for _, line := range strings.Split(string(b), "\n") {
+		ms, status, ok := ParseLogLine(line)
+		if !ok || ms < startMs-logSlack.Milliseconds() || ms > endMs+logSlack.Milliseconds() {
+			continue
+		}
+		evs = append(evs, Event{At: time.Duration(ms-startMs) * time.Millisecond, Status: status})
+	}
+	return evs
+}
+
+// logSlack is how far outside its run a line of the access log may be
+// timed: nginx's clock is cached per event loop iteration.
+const logSlack = time.Second
+
+// ParseLogLine parses one line of the access log, "$msec $status" (as
+// "1712345678.123 429"): the time in Unix milliseconds and the status.
+// Further fields are ignored; ok is false if the two do not parse.
+func ParseLogLine(line string) (ms int64, status int, ok bool) {
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	ms, ok = parseMsec(f[0])
+	if !ok {
+		return 0, 0, false
+	}
+	status, err := strconv.Atoi(f[1])
+	if err != nil || status < 100 || status > 599 {
+		return 0, 0, false
+	}
+	return ms, status, true
+}
+
+// parseMsec parses nginx's $msec, seconds with exactly three decimals, to
+// milliseconds, without the rounding of a float.
+func parseMsec(s string) (int64, bool) {
+	sec, frac, found := strings.Cut(s, ".")
+	if !found || sec == "" || len(frac) != 3 {
+		return 0, false
+	}
+	// ParseUint allows no sign; 40 bits of seconds are 34,000 years.
+	secs, err := strconv.ParseUint(sec, 10, 40)
+	if err != nil {
+		return 0, false
+	}
+	millis, err := strconv.ParseUint(frac, 10, 16)
+	if err != nil {
+		return 0, false
+	}
+	return int64(secs)*1000 + int64(millis), true
+}

@@ -1,0 +1,73 @@
+package nginx
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// TestParseLogLine parses lines of the "$msec $status" access log, good
+// and malformed.
+func TestParseLogLine(t *testing.T) {
+	for _, tt := range []struct {
+		line   string
+		ms     int64
+		status int
+		ok     bool
+	}{
+		{"1712345678.123 200", 1712345678123, 200, true},
+		{"1712345678.005 429", 1712345678005, 429, true},
+		{"  1712345678.000\t429  extra ", 1712345678000, 429, true},
+		{"", 0, 0, false},
+		{"garbage", 0, 0, false},
+		{"1712345678.123", 0, 0, false},      // no status
+		{"1712345678 200", 0, 0, false},      // no milliseconds
+		{"1712345678.12 200", 0, 0, false},   // two decimals
+		{"1712345678.1234 200", 0, 0, false}, // four
+		{".123 200", 0, 0, false},
+		{"-1712345678.123 200", 0, 0, false},
+		{"+1712345678.123 200", 0, 0, false},
+		{"1712345678.-12 200", 0, 0, false},
+		{"abc.def 200", 0, 0, false},
+		{"99999999999999999999.123 200", 0, 0, false}, // overflows
+		{"1712345678.123 abc", 0, 0, false},
+		{"1712345678.123 42", 0, 0, false},   // no such status
+		{"1712345678.123 1000", 0, 0, false}, // nor this
+		{`127.0.0.1 - - [01/Jan/2025:00:00:00 +0000] "GET / HTTP/1.1" 200 3 "-" "Go"`, 0, 0, false}, // combined
+	} {
+		ms, status, ok := ParseLogLine(tt.line)
+		if ms != tt.ms || status != tt.status || ok != tt.ok {
+			t.Errorf("ParseLogLine(%q) = %d, %d, %v; want %d, %d, %v", tt.line, ms, status, ok, tt.ms, tt.status, tt.ok)
+		}
+	}
+}
+
+// TestParseLog parses a log: lines of other runs, malformed lines and an
+// unfinished last line are skipped.
+func TestParseLog(t *testing.T) {
+	const start, end = 1712345678000, 1712345681000
+	log := strings.Join([]string{
+		"1712345600.000 200", // long before the run
+		"1712345677.999 429", // a millisecond before: kept, as -1ms
+		"1712345678.000 200",
+		"oops",
+		"",
+		"1712345678.250 429",
+		"1712345681.500 200", // within a second of the end
+		"1712345700.000 200", // long after
+		"1712345678.300 20",  // unfinished: nginx is writing it
+	}, "\n")
+	want := []Event{{ms(-1), 429}, {0, 200}, {ms(250), 429}, {ms(3500), 200}}
+	if got := ParseLog([]byte(log), start, end); !reflect.DeepEqual(got, want) {
+		t.Errorf("parseLog = %v; want %v", got, want)
+	}
+	if got := ParseLog([]byte("1712345678.000 200"), start, end); got != nil {
+		t.Errorf("parseLog of an unfinished line = %v; want nil", got)
+	}
+	if got := ParseLog(nil, start, end); got != nil {
+		t.Errorf("ParseLog(nil) = %v; want nil", got)
+	}
+}
