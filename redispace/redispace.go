@@ -40,10 +40,14 @@ import (
 
 // Defaults of a Pacer whose fields are zero.
 const (
-	defaultPrefix     = "retry:pace:"
-	defaultTimeout    = 50 * time.Millisecond
-	defaultRetryAfter = time.Second
-	defaultMinRate    = 0.5
+	defaultPrefix        = "retry:pace:"
+	defaultTimeout       = 50 * time.Millisecond
+	defaultRetryAfter    = time.Second
+	defaultMinRate       = 0.5
+	defaultInitialWindow = 10
+	// slotPoll is how often an attempt waiting for a slot of slow start
+	// asks again.
+	slotPoll = 5 * time.Millisecond
 	// keyTTL is how long a key's state outlives its last use.
 	keyTTL = time.Hour
 )
@@ -72,6 +76,12 @@ type Pacer struct {
 	// Fallback paces while Redis fails. Nil means a [pace.Pacer] of the
 	// Pacer's own, with the same Key and MinRate.
 	Fallback retry.Pacer
+
+	// InitialWindow is how many attempts a key new to the fleet may have
+	// unanswered at once, in slow start, as [pace.Pacer.InitialWindow]:
+	// every answer opens one slot more, a throttle ends it, and it lasts
+	// a second at most. Zero means 10; a negative value turns it off.
+	InitialWindow int
 
 	// RetryAfter is how long the Pacer keeps to Fallback after Redis
 	// failed before it tries Redis again. Zero means one second.
@@ -113,7 +123,7 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 	}
 	key := p.prefix() + p.key(req)
 	for {
-		res, err := p.run(ctx, reserveScript, key, keyTTL.Milliseconds())
+		res, err := p.run(ctx, reserveScript, key, keyTTL.Milliseconds(), p.initialWindow())
 		if err != nil {
 			return p.turnToFallback(ctx, req, err)
 		}
@@ -121,16 +131,23 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 		if !ok || len(v) != 4 {
 			return p.turnToFallback(ctx, req, fmt.Errorf("redispace: unexpected reply %v", res))
 		}
-		wait := time.Duration(asInt(v[0])) * time.Microsecond
-		gen, tat := asInt(v[1]), asInt(v[3])
-		if wait <= 0 {
-			return &turn{p: p, key: key, gen: gen}, nil
+		wait, gen, slot, tat := asInt(v[0]), asInt(v[1]), asInt(v[2]) == 1, asInt(v[3])
+		if wait < 0 {
+			// Slow start's window is full: look again shortly.
+			if err := p.doSleep(ctx, slotPoll); err != nil {
+				return nil, err
+			}
+			continue
 		}
-		if dl, ok := ctx.Deadline(); ok && wait > time.Until(dl) {
-			p.run(ctx, cancelScript, key, tat) // best effort: the turn goes back
-			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", wait, context.DeadlineExceeded)
+		d := time.Duration(wait) * time.Microsecond
+		if d <= 0 {
+			return &turn{p: p, key: key, gen: gen, slot: slot}, nil
 		}
-		if err := p.doSleep(ctx, wait); err != nil {
+		if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
+			p.run(ctx, cancelScript, key, tat, 0) // best effort: the turn goes back
+			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+		}
+		if err := p.doSleep(ctx, d); err != nil {
 			return nil, err
 		}
 		// A cut while the attempt slept voids its turn: at the old rate it
@@ -142,37 +159,55 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 	}
 }
 
-// turn is an attempt's turn in the fleet's schedule.
+// turn is an attempt's turn in the fleet's schedule, or its slot of slow
+// start.
 type turn struct {
-	p   *Pacer
-	key string
-	gen int64
+	p    *Pacer
+	key  string
+	gen  int64
+	slot bool
 }
 
 // Done tells the fleet what the attempt met: a throttle may cut the rate,
 // a success grows it, and the server's requested wait pauses the key.
 func (t *turn) Done(f retry.Feedback) {
-	var class string
+	class := "other"
 	switch f.Class {
 	case retry.Success:
 		class = "ok"
 	case retry.Throttled:
 		class = "throttled"
 	default:
-		return // neither says anything about the rate limit
+		if !t.slot {
+			return // says nothing about the rate limit, and holds no slot
+		}
 	}
 	hint := int64(-1)
 	if f.Hinted {
 		hint = f.Wait.Microseconds()
 	}
 	p := t.p
-	if _, err := p.run(context.Background(), feedbackScript, t.key, class, t.gen, hint, p.minRate(), keyTTL.Milliseconds()); err != nil {
+	if _, err := p.run(context.Background(), feedbackScript, t.key, class, t.gen, hint, p.minRate(), keyTTL.Milliseconds(), boolArg(t.slot)); err != nil {
 		p.trip(err)
 	}
 }
 
-// Abandon keeps the turn spent: the schedule moves on.
-func (t *turn) Abandon() {}
+// Abandon gives a slot of slow start back; a turn stays spent (the
+// schedule moves on).
+func (t *turn) Abandon() {
+	if t.slot {
+		if _, err := t.p.run(context.Background(), cancelScript, t.key, 0, 1); err != nil {
+			t.p.trip(err)
+		}
+	}
+}
+
+func boolArg(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 // run runs script on key with args, within Timeout.
 func (p *Pacer) run(ctx context.Context, s *redis.Script, key string, args ...any) (any, error) {
@@ -284,6 +319,16 @@ func (p *Pacer) retryAfter() time.Duration {
 		return p.RetryAfter
 	}
 	return defaultRetryAfter
+}
+
+func (p *Pacer) initialWindow() int {
+	switch {
+	case p.InitialWindow == 0:
+		return defaultInitialWindow
+	case p.InitialWindow < 0:
+		return 0
+	}
+	return p.InitialWindow
 }
 
 func (p *Pacer) minRate() float64 {

@@ -15,7 +15,17 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain fails the tests when a goroutine outlives them, and silences
+// go-redis's logger (a Redis down on purpose makes it log): the tests
+// print nothing.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quiet{})
+	goleak.VerifyTestMain(m)
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
 
 func request(t *testing.T, host string) *http.Request {
 	t.Helper()
@@ -67,7 +77,7 @@ func TestIdleKeyIsNotPaced(t *testing.T) {
 // throttles of attempts paced at one rate cuts once.
 func TestFleetSharesRateAndTurns(t *testing.T) {
 	rdb, _ := startRedis(t)
-	a, b := &Pacer{Client: rdb}, &Pacer{Client: rdb}
+	a, b := &Pacer{Client: rdb, InitialWindow: -1}, &Pacer{Client: rdb, InitialWindow: -1}
 	req := request(t, "api.example")
 	// 20 attempts, 10 accepted: then a throttle from a.
 	var turns []retry.Turn
@@ -114,6 +124,9 @@ func TestCutsAndGrowth(t *testing.T) {
 	turn, _ := wait(t, p, req)
 	turn.Done(retry.Feedback{Class: retry.Throttled})
 	r1 := rate(t, rdb, "api.example")
+	if r1 <= 0 {
+		t.Fatal("a throttle did not engage the key")
+	}
 	turn, _ = wait(t, p, req)
 	turn.Done(retry.Feedback{Class: retry.Throttled})
 	r2 := rate(t, rdb, "api.example")
@@ -129,6 +142,32 @@ func TestCutsAndGrowth(t *testing.T) {
 	turn.Done(retry.Feedback{Class: retry.Success})
 	if r3 := rate(t, rdb, "api.example"); !(r3 > r2) {
 		t.Errorf("rate %v after a success 10s after the cut; want above %v", r3, r2)
+	}
+}
+
+// A key new to the fleet is in slow start: at most InitialWindow attempts
+// unanswered at once, one slot more per answer, until a throttle.
+func TestSlowStart(t *testing.T) {
+	rdb, _ := startRedis(t)
+	p := &Pacer{Client: rdb, InitialWindow: 2}
+	req := request(t, "api.example")
+	a, _ := wait(t, p, req)
+	b, _ := wait(t, p, req)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.Wait(ctx, req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a third attempt with two unanswered: %v; want it to wait for a slot", err)
+	}
+	a.Done(retry.Feedback{Class: retry.Success}) // a slot back, and one more
+	c, _ := wait(t, p, req)
+	d, _ := wait(t, p, req)
+	b.Abandon()
+	e, _ := wait(t, p, req)
+	for _, tn := range []retry.Turn{c, d, e} {
+		tn.Done(retry.Feedback{Class: retry.Success})
+	}
+	if r := rate(t, rdb, "api.example"); r != 0 {
+		t.Errorf("rate %v in slow start; want 0", r)
 	}
 }
 
