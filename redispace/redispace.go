@@ -5,18 +5,29 @@
 // together they pace at the limit instead of each at a rate of its own.
 //
 // Each key's state is one Redis hash changed only by Lua scripts, so every
-// change is atomic across the fleet: a turn is taken by GCRA (the
-// theoretical arrival time advances one interval per turn), and the rate
-// is learned from throttling as package pace's Pacer learns it — the first
-// cut goes to 0.9 times the rate the fleet is accepted at, a throttle of
-// an attempt paced before the last cut cuts nothing, and successes grow
-// the rate back along CUBIC's curve. A key nobody throttled is not paced:
-// a turn costs one script call and no wait.
+// change is atomic across the fleet. A turn is a number in one queue per
+// key that drains at the rate in force (as GCRA: an idle key's turn goes
+// at once, the next one interval later); a turn keeps its place while it
+// waits, and a cut or growth of the rate meanwhile slows or speeds the
+// whole queue. The rate is learned from throttling as package pace's
+// Pacer learns it: the first throttle engages the key below the rate the
+// fleet was sending at, a throttle of an attempt paced before the last cut
+// cuts nothing, a lone throttle is taken for the jitter of the fleet's
+// clocks, and successes grow the rate back along CUBIC's curve. A key
+// nobody throttled is not paced: a turn costs one script call and no wait.
+// docs/fleet.md in the repository gives the rules with their figures and
+// the measurements.
 //
 // Redis must never make a call fail or stall. Every script call has a
 // time limit (Timeout); when one fails or runs out, the Pacer reports it
-// to OnFallback and paces with Fallback, an in-process Pacer, for
-// RetryAfter before it tries Redis again.
+// to OnFallback and paces that attempt with Fallback, an in-process
+// Pacer. A refused or failed call (Redis down), or calls that keep running
+// out for two Timeouts (Redis hung), turn the whole Pacer to Fallback for
+// RetryAfter before it tries Redis again; a single slow call does not, as
+// the first calls on connections still being dialled are slow when a
+// whole fleet starts at once. Open the connections before the first
+// request (go-redis's MinIdleConns, or a Ping per connection) to spare
+// those attempts the wait.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	rt := retry.New(nil, retry.WithPacer(&redispace.Pacer{Client: rdb}))
@@ -29,6 +40,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -45,9 +57,15 @@ const (
 	defaultRetryAfter    = time.Second
 	defaultMinRate       = 0.5
 	defaultInitialWindow = 10
-	// slotPoll is how often an attempt waiting for a slot of slow start
-	// asks again.
-	slotPoll = 5 * time.Millisecond
+	// slotPoll is about how often an attempt waiting for a slot of slow
+	// start asks again at first; it asks less often the longer it waits,
+	// up to slotPollMax.
+	slotPoll    = 5 * time.Millisecond
+	slotPollMax = 40 * time.Millisecond
+	// tripAfter is how many calls of one attempt after another must
+	// outlive Timeout before the Pacer turns to Fallback for RetryAfter;
+	// see trip.
+	tripAfter = 3
 	// keyTTL is how long a key's state outlives its last use.
 	keyTTL = time.Hour
 )
@@ -84,20 +102,23 @@ type Pacer struct {
 	InitialWindow int
 
 	// RetryAfter is how long the Pacer keeps to Fallback after Redis
-	// failed before it tries Redis again. Zero means one second.
+	// failed (an error, or calls past Timeout for two Timeouts) before it
+	// tries Redis again. Zero means one second.
 	RetryAfter time.Duration
 
-	// OnFallback, if not nil, is called with Redis's error each time the
-	// Pacer turns to Fallback.
+	// OnFallback, if not nil, is called with Redis's error each time a
+	// call to Redis fails and the attempt is paced by Fallback.
 	OnFallback func(error)
 
-	once     sync.Once
-	fallback retry.Pacer
-	mu       sync.Mutex
-	downTill time.Time // Fallback paces until then
+	once      sync.Once
+	fallback  retry.Pacer
+	mu        sync.Mutex
+	downTill  time.Time // Fallback paces until then
+	slowSince time.Time // the first of the timeouts since the last answer
 
-	// sleep is a seam for tests.
+	// sleep and now are seams for tests.
 	sleep func(ctx context.Context, d time.Duration) error
+	now   func() time.Time
 }
 
 // Validate reports invalid settings.
@@ -114,49 +135,69 @@ func (p *Pacer) Validate() error {
 }
 
 // Wait returns when the next attempt of req may be sent, at its turn in
-// the fleet's schedule for req's key; a turn the fleet's rate was cut
-// under while the attempt waited is taken again. A wait that would end
-// past ctx's deadline is not begun. It implements [retry.Pacer].
+// the fleet's schedule for req's key. The turn keeps its place in the
+// queue, which drains at the rate in force while it waits: a cut meanwhile
+// makes it wait longer, growth brings it forward (a long wait is checked
+// again at half of it). A wait that would end past ctx's deadline is not
+// begun. It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	if p.usingFallback() {
 		return p.fallbackPacer().Wait(ctx, req)
 	}
 	key := p.prefix() + p.key(req)
-	for {
-		res, err := p.run(ctx, reserveScript, key, keyTTL.Milliseconds(), p.initialWindow())
+	for polls := 0; ; polls++ {
+		r, err := p.reserve(ctx, key)
 		if err != nil {
 			return p.turnToFallback(ctx, req, err)
 		}
-		v, ok := res.([]any)
-		if !ok || len(v) != 4 {
-			return p.turnToFallback(ctx, req, fmt.Errorf("redispace: unexpected reply %v", res))
+		if r.wait >= 0 {
+			return p.await(ctx, key, r)
 		}
-		wait, gen, slot, tat := asInt(v[0]), asInt(v[1]), asInt(v[2]) == 1, asInt(v[3])
-		if wait < 0 {
-			// Slow start's window is full: look again shortly.
-			if err := p.doSleep(ctx, slotPoll); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		d := time.Duration(wait) * time.Microsecond
-		if d <= 0 {
-			return &turn{p: p, key: key, gen: gen, slot: slot}, nil
-		}
-		if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
-			p.run(ctx, cancelScript, key, tat, 0) // best effort: the turn goes back
-			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
-		}
-		if err := p.doSleep(ctx, d); err != nil {
+		// Slow start's window is full: look again shortly, the waiters of
+		// the fleet spread over the interval.
+		if err := p.doSleep(ctx, pollInterval(polls)); err != nil {
 			return nil, err
 		}
-		// A cut while the attempt slept voids its turn: at the old rate it
-		// would arrive among the refusals.
-		now, err := p.generation(ctx, key)
-		if err != nil || now == gen {
-			return &turn{p: p, key: key, gen: gen}, nil
-		}
 	}
+}
+
+// recheckAbove is the longest wait slept whole, to the turn; a longer one
+// is slept in halves, each followed by a check of the turn's wait at the
+// rate then in force. The last stretch is slept whole so that the attempt
+// leaves on time, not a call to Redis later.
+const recheckAbove = 40 * time.Millisecond
+
+// await sleeps until the turn r took comes.
+func (p *Pacer) await(ctx context.Context, key string, r reservation) (retry.Turn, error) {
+	t := &turn{p: p, key: key, gen: r.gen, slot: r.slot, n: r.n}
+	d := time.Duration(r.wait) * time.Microsecond
+	for d > 0 {
+		if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
+			p.run(ctx, cancelScript, key, r.n, 0) // best effort: the turn goes back
+			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+		}
+		s := d
+		if d > recheckAbove {
+			s = d / 2
+		}
+		if err := p.doSleep(ctx, s); err != nil {
+			p.run(ctx, cancelScript, key, r.n, 0)
+			return nil, err
+		}
+		if s == d {
+			break
+		}
+		wait, gen, err := p.check(ctx, key, r.n)
+		if err != nil {
+			// Redis failed meanwhile: keep to the wait as it stood.
+			if err := p.doSleep(ctx, d-s); err != nil {
+				return nil, err
+			}
+			return t, nil
+		}
+		d, t.gen = time.Duration(wait)*time.Microsecond, gen
+	}
+	return t, nil
 }
 
 // turn is an attempt's turn in the fleet's schedule, or its slot of slow
@@ -166,6 +207,7 @@ type turn struct {
 	key  string
 	gen  int64
 	slot bool
+	n    int64 // the turn's number in the schedule; -1: none
 }
 
 // Done tells the fleet what the attempt met: a throttle may cut the rate,
@@ -192,13 +234,15 @@ func (t *turn) Done(f retry.Feedback) {
 	}
 }
 
-// Abandon gives a slot of slow start back; a turn stays spent (the
+// Abandon gives a slot of slow start back, or the turn's place in the
+// schedule if no later turn was taken since (else it stays spent: the
 // schedule moves on).
 func (t *turn) Abandon() {
-	if t.slot {
-		if _, err := t.p.run(context.Background(), cancelScript, t.key, 0, 1); err != nil {
-			t.p.trip(err)
-		}
+	if !t.slot && t.n < 0 {
+		return
+	}
+	if _, err := t.p.run(context.Background(), cancelScript, t.key, t.n, boolArg(t.slot)); err != nil {
+		t.p.trip(err)
 	}
 }
 
@@ -211,16 +255,72 @@ func boolArg(b bool) int {
 
 // run runs script on key with args, within Timeout.
 func (p *Pacer) run(ctx context.Context, s *redis.Script, key string, args ...any) (any, error) {
-	return bound(ctx, p.timeout(), func(ctx context.Context) (any, error) {
+	res, err := bound(ctx, p.timeout(), func(ctx context.Context) (any, error) {
 		return s.Run(ctx, p.Client, []string{key}, args...).Result()
-	})
+	}, nil)
+	p.record(err)
+	return res, err
 }
 
-// generation reads the generation of key's rate, within Timeout.
-func (p *Pacer) generation(ctx context.Context, key string) (int64, error) {
-	return bound(ctx, p.timeout(), func(ctx context.Context) (int64, error) {
-		return p.Client.HGet(ctx, key, "gen").Int64()
+// reservation is reserveScript's reply.
+type reservation struct {
+	wait, gen, n int64 // wait in microseconds, -1: no slot free; n: the turn's number, -1: none
+	slot         bool
+}
+
+// reserve takes a turn or a slot of slow start for key, within Timeout. A
+// reply that comes after Timeout, when the attempt has gone on with
+// Fallback, gives its turn or slot back: a slot left held would narrow
+// slow start's window for the whole fleet.
+func (p *Pacer) reserve(ctx context.Context, key string) (reservation, error) {
+	parse := func(res any) (reservation, error) {
+		v, ok := res.([]any)
+		if !ok || len(v) != 4 {
+			return reservation{}, fmt.Errorf("redispace: unexpected reply %v", res)
+		}
+		return reservation{wait: asInt(v[0]), gen: asInt(v[1]), slot: asInt(v[2]) == 1, n: asInt(v[3])}, nil
+	}
+	r, err := bound(ctx, p.timeout(), func(ctx context.Context) (reservation, error) {
+		res, err := reserveScript.Run(ctx, p.Client, []string{key}, keyTTL.Milliseconds(), p.initialWindow()).Result()
+		if err != nil {
+			return reservation{}, err
+		}
+		return parse(res)
+	}, func(r reservation) {
+		switch {
+		case r.slot:
+			p.run(context.Background(), cancelScript, key, -1, 1)
+		case r.n >= 0:
+			p.run(context.Background(), cancelScript, key, r.n, 0)
+		}
 	})
+	p.record(err)
+	return r, err
+}
+
+// record counts a call's failure toward tripping, or resets the count.
+func (p *Pacer) record(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		p.slowSince = time.Time{}
+	}
+}
+
+// check asks how much longer turn n of key waits, within Timeout: the
+// wait in microseconds and the rate's generation.
+func (p *Pacer) check(ctx context.Context, key string, n int64) (wait, gen int64, err error) {
+	v, err := bound(ctx, p.timeout(), func(ctx context.Context) ([]int64, error) {
+		return checkScript.Run(ctx, p.Client, []string{key}, n, keyTTL.Milliseconds()).Int64Slice()
+	}, nil)
+	p.record(err)
+	if err == nil && len(v) != 2 {
+		err = fmt.Errorf("redispace: unexpected reply %v", v)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return v[0], v[1], nil
 }
 
 // errTimeout is what a call to Redis that outlived Timeout returns.
@@ -230,29 +330,42 @@ var errTimeout = errors.New("redispace: Redis did not answer within the Pacer's 
 // timeout whatever f does: a go-redis client heeds a context's deadline
 // only with ContextTimeoutEnabled, and else waits for its own ReadTimeout
 // (3 seconds by default). A call that outlives timeout finishes on its own
-// goroutine, within the client's own time limits, and its result is
-// dropped.
-func bound[T any](ctx context.Context, timeout time.Duration, f func(context.Context) (T, error)) (T, error) {
+// goroutine, within the client's own time limits, and its result goes to
+// late if it succeeded and late is not nil (else it is dropped).
+func bound[T any](ctx context.Context, timeout time.Duration, f func(context.Context) (T, error), late func(T)) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	done := make(chan result, 1)
+	var mu sync.Mutex
+	abandoned := false
 	go func() {
 		defer cancel()
 		v, err := f(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		if abandoned {
+			if err == nil && late != nil {
+				late(v)
+			}
+			return
+		}
 		done <- result{v, err}
 	}()
 	select {
 	case r := <-done:
 		return r.v, r.err
 	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
 		select {
 		case r := <-done: // both were ready
 			return r.v, r.err
 		default:
 		}
+		abandoned = true
 		var zero T
 		return zero, errTimeout
 	}
@@ -264,10 +377,26 @@ func (p *Pacer) turnToFallback(ctx context.Context, req *http.Request, err error
 	return p.fallbackPacer().Wait(ctx, req)
 }
 
-// trip turns the Pacer to Fallback for RetryAfter.
+// trip reports err, a failed call to Redis, and turns the Pacer to
+// Fallback for RetryAfter: at once if Redis refused or failed the call;
+// if it was slow, once calls have been running out of Timeout, none
+// answering in time, for tripAfter-1 Timeouts. A call on a connection
+// still being dialled can outlive Timeout, and a fleet that starts at
+// once makes many such calls together, all slow at the same moment; that
+// is no reason to leave Redis for the whole process. A Redis that hangs
+// goes on timing out and trips the Pacer by the tripAfter-th call of one
+// attempt after another.
 func (p *Pacer) trip(err error) {
 	p.mu.Lock()
-	p.downTill = time.Now().Add(p.retryAfter())
+	now := p.clock()
+	slow := errors.Is(err, errTimeout)
+	if slow && p.slowSince.IsZero() {
+		p.slowSince = now
+	}
+	if !slow || now.Sub(p.slowSince) >= time.Duration(tripAfter-1)*p.timeout() {
+		p.downTill = now.Add(p.retryAfter())
+		p.slowSince = time.Time{}
+	}
 	p.mu.Unlock()
 	if h := p.OnFallback; h != nil {
 		h(err)
@@ -277,7 +406,7 @@ func (p *Pacer) trip(err error) {
 func (p *Pacer) usingFallback() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return time.Now().Before(p.downTill)
+	return p.clock().Before(p.downTill)
 }
 
 func (p *Pacer) fallbackPacer() retry.Pacer {
@@ -338,6 +467,13 @@ func (p *Pacer) minRate() float64 {
 	return defaultMinRate
 }
 
+func (p *Pacer) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
 func (p *Pacer) doSleep(ctx context.Context, d time.Duration) error {
 	if p.sleep != nil {
 		return p.sleep(ctx, d)
@@ -350,6 +486,16 @@ func (p *Pacer) doSleep(ctx context.Context, d time.Duration) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+// pollInterval is how long an attempt waits for a slot of slow start
+// before it asks again, the polls-th time: from slotPoll, doubling up to
+// slotPollMax, each drawn at random from half to all of it, so that the
+// fleet's waiters do not ask Redis together.
+func pollInterval(polls int) time.Duration {
+	d := slotPoll << min(polls, 8)
+	d = min(d, slotPollMax)
+	return d/2 + rand.N(d/2+1)
 }
 
 // asInt reads an integer of a script's reply.

@@ -3,6 +3,7 @@ package redispace
 import (
 	"context"
 	"errors"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -115,8 +116,9 @@ func TestFleetSharesRateAndTurns(t *testing.T) {
 	}
 }
 
-// A throttle of an attempt paced at the rate in force cuts again, no
-// further than 0.9 times the accepted rate; successes grow it back.
+// Once the key is engaged, a lone throttle of an attempt paced at the rate
+// in force cuts nothing, a second within a second cuts; successes grow the
+// rate back.
 func TestCutsAndGrowth(t *testing.T) {
 	rdb, _ := startRedis(t)
 	p := &Pacer{Client: rdb}
@@ -127,11 +129,30 @@ func TestCutsAndGrowth(t *testing.T) {
 	if r1 <= 0 {
 		t.Fatal("a throttle did not engage the key")
 	}
+	// One turn sent: the sending rate reads over a tenth of a second at
+	// least (10/s), and the key engages at 0.7 times it.
+	if r1 > 7.01 {
+		t.Fatalf("engaged at %v/s after one turn; want 7/s at most (0.7 × 1 turn per 0.1s)", r1)
+	}
+	turn, _ = wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Throttled})
+	if r := rate(t, rdb, "api.example"); r != r1 {
+		t.Fatalf("rate %v after a lone throttle at the rate in force; want %v (taken for jitter)", r, r1)
+	}
 	turn, _ = wait(t, p, req)
 	turn.Done(retry.Feedback{Class: retry.Throttled})
 	r2 := rate(t, rdb, "api.example")
 	if !(r2 < r1) {
-		t.Fatalf("rate %v after a throttle at the rate in force; want below %v", r2, r1)
+		t.Fatalf("rate %v after a second throttle at the rate in force; want below %v", r2, r1)
+	}
+	if want := math.Max(0.9*r1, defaultMinRate); math.Abs(r2-want) > 0.01*want {
+		t.Errorf("rate %v after a cut from %v with nothing accepted; want %v (0.9×, or MinRate)", r2, r1, want)
+	}
+	// The next lone throttle is let pass again.
+	turn, _ = wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Throttled})
+	if r := rate(t, rdb, "api.example"); r != r2 {
+		t.Fatalf("rate %v after the first throttle since the cut; want %v", r, r2)
 	}
 	// Ten seconds after the cut (set back in Redis), a success grows the
 	// rate along the cubic curve.
@@ -204,15 +225,18 @@ func TestFallback(t *testing.T) {
 		var fallbacks atomic.Int32
 		p := &Pacer{Client: rdb, OnFallback: func(error) { fallbacks.Add(1) }}
 		req := request(t, "api.example")
-		for i := 0; i < 5; i++ {
+		for i := 0; i < 2*tripAfter; i++ {
 			turn, d := wait(t, p, req)
 			if d > time.Second {
 				t.Fatalf("Wait took %v with Redis down", d)
 			}
 			turn.Done(retry.Feedback{Class: retry.Success})
 		}
-		if n := fallbacks.Load(); n != 1 {
-			t.Errorf("OnFallback called %d times; want 1 (then the Pacer keeps to Fallback for RetryAfter)", n)
+		// go-redis may spend past Timeout retrying a refused dial, so the
+		// refusal can look like slowness: the Pacer trips by the
+		// tripAfter-th failure at the latest.
+		if n := fallbacks.Load(); n < 1 || n > tripAfter {
+			t.Errorf("OnFallback called %d times; want 1 to %d (then the Pacer keeps to Fallback for RetryAfter)", n, tripAfter)
 		}
 	})
 	t.Run("slow", func(t *testing.T) {
@@ -302,4 +326,170 @@ func TestTwoTransportsShareOneRate(t *testing.T) {
 		t.Errorf("the shared rate is %.1f/s; want engaged, near the server's 20/s", r)
 	}
 	t.Logf("30 requests, %d refused", refused.Load())
+}
+
+// A call that outlives Timeout paces its attempt with Fallback but does
+// not leave Redis for the whole process, and its reply, when it comes,
+// gives back the slot of slow start it took: a slot left held would
+// narrow the window for the fleet. Redis is made slow with CLIENT PAUSE,
+// which holds scripts that write.
+func TestSlowCallGivesItsSlotBack(t *testing.T) {
+	rdb, _ := startRedis(t)
+	ctx := context.Background()
+	var fallbacks atomic.Int32
+	p := &Pacer{Client: rdb, Timeout: 50 * time.Millisecond, OnFallback: func(error) { fallbacks.Add(1) }}
+	req := request(t, "api.example")
+	// Open the Pacer's connection and load the scripts before Redis
+	// pauses, so that only the pause is slow.
+	first, _ := wait(t, p, req)
+	first.Done(retry.Feedback{Class: retry.Success})
+	inflight := func() int64 {
+		n, err := rdb.HGet(ctx, defaultPrefix+"api.example", "inflight").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := inflight(); n != 0 {
+		t.Fatalf("inflight %d after the first attempt's answer; want 0", n)
+	}
+
+	if err := rdb.Do(ctx, "CLIENT", "PAUSE", 200, "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	turn, d := wait(t, p, req) // paced by Fallback after Timeout
+	if d > time.Second {
+		t.Errorf("Wait took %v with Redis paused; want about Timeout (50ms)", d)
+	}
+	turn.Done(retry.Feedback{Class: retry.Success})
+	if fallbacks.Load() != 1 {
+		t.Fatalf("OnFallback called %d times; want 1", fallbacks.Load())
+	}
+	// The paused script runs when the pause ends, takes a slot, and its
+	// late reply gives the slot back.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		sent, err := rdb.HGet(ctx, defaultPrefix+"api.example", "sent").Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// sent counts the turns taken in Redis's current second; the
+		// test runs within it.
+		if sent >= 2 && inflight() == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("inflight %d 5s after the pause ended; want the late reply's slot given back", inflight())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process, Redis
+	}
+	// One slow call did not trip the Pacer: the next attempt is paced by
+	// Redis again.
+	if p.usingFallback() {
+		t.Error("one slow call turned the Pacer to Fallback; want it on Redis")
+	}
+	turn, _ = wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Success})
+	if fallbacks.Load() != 1 {
+		t.Errorf("OnFallback called %d times; want 1", fallbacks.Load())
+	}
+}
+
+// Calls that keep outliving Timeout for tripAfter-1 Timeouts turn the
+// Pacer to Fallback; many at one moment (a fleet's cold start) do not, nor
+// do timeouts with an answer between them. An error trips it at once.
+func TestTripOnLastingTimeouts(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	p := &Pacer{Timeout: 50 * time.Millisecond, now: func() time.Time { return now }}
+	for range 10 { // ten calls time out together
+		p.trip(errTimeout)
+	}
+	if p.usingFallback() {
+		t.Fatal("tripped by timeouts all at one moment")
+	}
+	now = now.Add(60 * time.Millisecond)
+	p.record(nil) // an answer
+	for i := 1; i < tripAfter; i++ {
+		p.trip(errTimeout)
+		now = now.Add(50 * time.Millisecond)
+	}
+	if p.usingFallback() {
+		t.Fatalf("tripped by %d timeouts after an answer; want %d", tripAfter-1, tripAfter)
+	}
+	p.trip(errTimeout)
+	if !p.usingFallback() {
+		t.Fatalf("not tripped by timeouts lasting %d Timeouts", tripAfter-1)
+	}
+	now = now.Add(defaultRetryAfter)
+	if p.usingFallback() {
+		t.Fatal("still on Fallback after RetryAfter")
+	}
+	q := &Pacer{now: func() time.Time { return now }}
+	q.trip(errors.New("connection refused"))
+	if !q.usingFallback() {
+		t.Fatal("not tripped at once by an error that is not a timeout")
+	}
+}
+
+// Turns taken wait in one queue that drains at the rate in force: growth
+// brings the waiting turns forward, a cut holds them back, and none is
+// voided (the queue keeps its order and its count).
+func TestQueueDrainsAtRateInForce(t *testing.T) {
+	rdb, _ := startRedis(t)
+	ctx := context.Background()
+	key := defaultPrefix + "api.example"
+	p := &Pacer{Client: rdb, InitialWindow: -1}
+	req := request(t, "api.example")
+	turn, _ := wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Throttled}) // engages the key
+	rdb.HSet(ctx, key, "rate", 10)
+
+	var last reservation
+	for range 5 {
+		r, err := p.reserve(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r
+	}
+	if w := time.Duration(last.wait) * time.Microsecond; w < 300*time.Millisecond || w > 600*time.Millisecond {
+		t.Fatalf("the fifth turn at 10/s waits %v; want about 400-500ms", w)
+	}
+	rdb.HSet(ctx, key, "rate", 100)
+	w, _, err := p.check(ctx, key, last.n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Duration(w) * time.Microsecond; d > 80*time.Millisecond {
+		t.Errorf("the fifth turn waits %v once the rate is 100/s; want at most about 50ms", d)
+	}
+	rdb.HSet(ctx, key, "rate", 5)
+	w, _, err = p.check(ctx, key, last.n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Duration(w) * time.Microsecond; d < 600*time.Millisecond {
+		t.Errorf("the fifth turn waits %v once the rate is 5/s; want about 800ms or more", d)
+	}
+
+	// Wait sleeps a long wait in halves and checks between them: growth
+	// while it sleeps cuts the wait short.
+	var slept []time.Duration
+	p.sleep = func(_ context.Context, d time.Duration) error {
+		if len(slept) == 0 {
+			rdb.HSet(ctx, key, "rate", 1000)
+		}
+		slept = append(slept, d)
+		return nil
+	}
+	if _, err := p.Wait(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	var total time.Duration
+	for _, d := range slept {
+		total += d
+	}
+	if len(slept) < 2 || total > slept[0]+recheckAbove {
+		t.Errorf("slept %v in all (%v) for a turn brought forward after the first; want about the first half alone", total, slept)
+	}
 }
