@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,16 +45,17 @@ import (
 
 // config is the command line of the parent.
 type config struct {
-	ks       []int
-	clients  int
-	requests int
-	rate     float64
-	rounds   int
-	kill     time.Duration // kill Redis this long into each shared run; 0: never
-	svg      string
-	series   string
-	install  bool
-	limit    time.Duration
+	ks         []int
+	strategies []string
+	clients    int
+	requests   int
+	rate       float64
+	rounds     int
+	kill       time.Duration // kill Redis this long into each shared run; 0: never
+	svg        string
+	series     string
+	install    bool
+	limit      time.Duration
 }
 
 // childConfig is the command line of a child process.
@@ -76,6 +78,7 @@ func main() {
 	var cc childConfig
 	var ks string
 	flag.StringVar(&ks, "k", "1,2,5,10", "numbers of processes to run, comma-separated")
+	strategies := flag.String("strategies", "local,shared", "strategies to run, comma-separated: local, shared")
 	flag.IntVar(&c.clients, "clients", 100, "concurrent clients in all, split evenly among the processes")
 	flag.IntVar(&c.requests, "requests", 3, "requests each client makes, one after another")
 	flag.Float64Var(&c.rate, "rate", 100, "nginx's limit, requests per second")
@@ -106,6 +109,15 @@ func main() {
 		}
 		c.ks = append(c.ks, k)
 	}
+	for _, f := range strings.Split(*strategies, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "local", "shared":
+			c.strategies = append(c.strategies, f)
+		default:
+			fmt.Fprintf(os.Stderr, "fleet: -strategies %q: want local, shared or both\n", *strategies)
+			os.Exit(2)
+		}
+	}
 	if c.clients < 1 || c.requests < 1 || !(c.rate >= 1) || c.rounds < 1 {
 		fmt.Fprintln(os.Stderr, "fleet: -clients, -requests, -rate and -rounds must be positive")
 		os.Exit(2)
@@ -124,18 +136,33 @@ func runChild(c childConfig, out io.Writer) error {
 	defer base.CloseIdleConnections()
 	var fallbacks atomic.Int64
 	var pacer retry.Pacer
+	var rdb *redis.Client
 	switch c.strategy {
 	case "local":
 		pacer = &pace.Pacer{}
 	case "shared":
-		rdb := redis.NewClient(&redis.Options{Addr: c.redisAddr, MaxRetries: -1})
+		rdb = redis.NewClient(&redis.Options{Addr: c.redisAddr, MaxRetries: -1})
 		defer rdb.Close()
 		pacer = &redispace.Pacer{Client: rdb, Prefix: c.prefix, OnFallback: func(error) { fallbacks.Add(1) }}
 	default:
 		return fmt.Errorf("-strategy %q: want local or shared", c.strategy)
 	}
+	if rdb != nil {
+		// Open the connections to Redis before the run, as a service
+		// does before it says it is ready; the first call on a
+		// connection still being dialled can outlast the Pacer's Timeout.
+		if err := warm(rdb, c.clients); err != nil {
+			return err
+		}
+	}
 	rt := retry.New(base, retry.WithPacer(pacer), retry.WithMaxAttempts(100), retry.WithBudget(retry.NoBudget),
 		retry.WithBackoff(retry.Exponential{Base: 10 * time.Millisecond, Cap: 2 * time.Second, Jitter: retry.FullJitter}))
+	// Ready; the run starts when the parent says so, once every process
+	// is: process start-up is not the pacing's to pay.
+	fmt.Fprintln(os.Stderr, "ready")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return fmt.Errorf("waiting for the start: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.limit)
 	defer cancel()
 	var failed atomic.Int64
@@ -151,6 +178,22 @@ func runChild(c childConfig, out io.Writer) error {
 	}
 	wg.Wait()
 	return json.NewEncoder(out).Encode(childResult{Requests: c.clients * c.requests, Failed: int(failed.Load()), Fallbacks: int(fallbacks.Load())})
+}
+
+// warm opens n connections to Redis, pinging on each at once.
+func warm(rdb *redis.Client, n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make(chan error, n)
+	for range n {
+		go func() { errs <- rdb.Ping(ctx).Err() }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("connecting to Redis: %w", err)
+		}
+	}
+	return nil
 }
 
 // get makes one request and reports whether it ended in a 200.
@@ -214,7 +257,7 @@ func run(c config, out io.Writer) error {
 	runID := time.Now().UnixNano()
 	for round := 1; round <= c.rounds; round++ {
 		for _, k := range c.ks {
-			for _, strategy := range []string{"local", "shared"} {
+			for _, strategy := range c.strategies {
 				time.Sleep(time.Second) // let nginx's limit forget the last run
 				if strategy == "shared" && !rs.alive() {
 					if rs, err = startRedis(false); err != nil {
@@ -246,9 +289,9 @@ func runOnce(c config, srv *nginx.Server, rs *redisServer, self string, k int, s
 	for i := range c.clients {
 		per[i%k]++
 	}
-	start := time.Now()
 	var cmds []*exec.Cmd
 	var outs []*strings.Builder
+	var gos []io.WriteCloser
 	for i := 0; i < k; i++ {
 		if per[i] == 0 {
 			continue
@@ -256,11 +299,32 @@ func runOnce(c config, srv *nginx.Server, rs *redisServer, self string, k int, s
 		cmd := exec.Command(self, "-child", "-url", srv.URL(), "-strategy", strategy, "-redis", rs.addr, "-prefix", prefix,
 			"-clients", strconv.Itoa(per[i]), "-requests", strconv.Itoa(c.requests), "-limit", c.limit.String())
 		var b strings.Builder
-		cmd.Stdout, cmd.Stderr = &b, os.Stderr
+		cmd.Stdout = &b
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return result{}, err
+		}
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return result{}, err
+		}
 		if err := cmd.Start(); err != nil {
 			return result{}, err
 		}
-		cmds, outs = append(cmds, cmd), append(outs, &b)
+		// Wait until the process is ready, then pass its errors on.
+		line, err := bufio.NewReader(stderr).ReadString('\n')
+		if err != nil || line != "ready\n" {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return result{}, fmt.Errorf("process %d did not start: %q %v", i+1, line, err)
+		}
+		go io.Copy(os.Stderr, stderr)
+		cmds, outs, gos = append(cmds, cmd), append(outs, &b), append(gos, stdin)
+	}
+	start := time.Now()
+	for _, g := range gos {
+		io.WriteString(g, "go\n")
+		g.Close()
 	}
 	killed := false
 	if strategy == "shared" && c.kill > 0 {
@@ -300,6 +364,9 @@ func report(out io.Writer, ideal time.Duration, results []result) {
 		redisNote := "-"
 		if r.strategy == "shared" {
 			redisNote = "up"
+			if r.fallbacks > 0 {
+				redisNote = fmt.Sprintf("up, %d fallbacks", r.fallbacks)
+			}
 			if r.killed {
 				redisNote = fmt.Sprintf("killed, %d fallbacks", r.fallbacks)
 			}
