@@ -86,12 +86,13 @@ func goBlocks(t *testing.T, name string) []codeBlock {
 }
 
 // exampleSources returns the text of the non-test Go files under
-// examples/, and of the Go files of otelretry, whose tests run the blocks
-// that need OpenTelemetry and oauth2 (nested modules, both).
+// examples/, and of the Go files of otelretry and redispace, whose tests
+// build the blocks that need OpenTelemetry and oauth2, or Redis (nested
+// modules, all).
 func exampleSources(t *testing.T) map[string]string {
 	t.Helper()
 	srcs := map[string]string{}
-	for _, dir := range []string{"examples", "otelretry"} {
+	for _, dir := range []string{"examples", "otelretry", "redispace"} {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
 				return err
