@@ -20,8 +20,13 @@
 //	go run . -pacer              # and a pace.Pacer keyed by the account (newPacer)
 //	go run . -workers 50         # 250 calls: the retry budget runs out
 //	go run . -workers 50 -pacer  # the same with the Pacer
+//	go run . -sdk adaptive       # no retry.Transport: the SDK's adaptive retry mode
+//	go run . -sdk standard       # or its standard mode
 //
-// -workers takes 1 to 200; -pacer combines with -defaults too. The Pacer is
+// -workers takes 1 to 200; -pacer combines with -defaults too. -sdk runs the
+// SDK's own retryer (aws/retry, with MaxAttempts raised to this program's
+// 20 and its other defaults) over a plain net/http transport instead of
+// the Transport, for comparison: the same calls, counted by the server. The Pacer is
 // keyed by the access key ID in each request's SigV4 Authorization header.
 //
 // It needs no network beyond 127.0.0.1 and no AWS account. In 3 runs of
@@ -76,6 +81,7 @@ func main() {
 	flag.IntVar(&o.workers, "workers", defaultWorkers, fmt.Sprintf("goroutines, 1 to %d, each making %d calls", maxWorkers, callsPerWorker))
 	flag.BoolVar(&o.defaults, "defaults", false, "use retry's default attempts and backoff instead of the Route 53 settings")
 	flag.BoolVar(&o.pacer, "pacer", false, "add a pace.Pacer keyed by the account (access key ID) to the Transport")
+	flag.StringVar(&o.sdk, "sdk", "", "standard or adaptive: the AWS SDK's own retry mode instead of retry.Transport")
 	flag.Parse()
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "route53:", err)
@@ -99,15 +105,25 @@ func main() {
 
 // options are the program's flags.
 type options struct {
-	workers  int  // goroutines, each making callsPerWorker calls
-	defaults bool // retry's defaults instead of the settings of client.go
-	pacer    bool // a Pacer keyed by account (newPacer) in the Transport
+	workers  int    // goroutines, each making callsPerWorker calls
+	defaults bool   // retry's defaults instead of the settings of client.go
+	pacer    bool   // a Pacer keyed by account (newPacer) in the Transport
+	sdk      string // "standard" or "adaptive": the SDK's retryer instead of the Transport
 }
 
 // validate reports options run cannot use.
 func (o options) validate() error {
 	if o.workers < 1 || o.workers > maxWorkers {
 		return fmt.Errorf("-workers %d: want 1 to %d", o.workers, maxWorkers)
+	}
+	switch o.sdk {
+	case "":
+	case "standard", "adaptive":
+		if o.pacer || o.defaults {
+			return fmt.Errorf("-sdk %s: the SDK's retryer replaces the Transport; drop -pacer and -defaults", o.sdk)
+		}
+	default:
+		return fmt.Errorf("-sdk %q: want standard or adaptive", o.sdk)
 	}
 	return nil
 }
@@ -126,6 +142,7 @@ type result struct {
 	budgetFull int          // the tokens the budget held at the start: its capacity
 	lowTokens  atomic.Int64 // the fewest tokens the budget held before a retry
 
+	sdk   string       // the SDK's retry mode, "" for the Transport
 	pacer *pace.Pacer  // nil without -pacer
 	rates []rateSample // the Pacer's rate for the account during the calls
 }
@@ -164,6 +181,8 @@ func (r *result) stops() map[string]int {
 	for _, c := range r.calls {
 		switch {
 		case c.err == nil || errors.Is(c.err, errNotMade):
+		case c.gaveUp == nil && r.sdk != "":
+			m["the SDK's retryer gave up"]++
 		case c.gaveUp == nil:
 			m["other"]++
 		case c.gaveUp.Reason == retry.StopAttempts:
@@ -305,7 +324,10 @@ func run(ctx context.Context, out io.Writer, o options) (*result, error) {
 	defer srv.Close()
 
 	var rt *retry.Transport
-	res := &result{workers: o.workers}
+	res := &result{workers: o.workers, sdk: o.sdk}
+	if o.sdk != "" {
+		return runSDK(ctx, out, o, fake, srv.URL, res)
+	}
 	var pacing []retry.Option
 	if o.pacer {
 		res.pacer = newPacer()
@@ -332,10 +354,17 @@ func run(ctx context.Context, out io.Writer, o options) (*result, error) {
 	}
 	defer rt.CloseIdleConnections()
 	client := newClient(srv.URL, accessKey, secretKey, rt)
-	p := &printer{out: out, start: time.Now()}
+	return calls(ctx, out, o, fake, srv.URL, client, res, nil)
+}
+
+// calls sends the invalid change and then the workers' calls through
+// client, and prints what happened to out. fill, if not nil, completes a
+// call's record after it returns.
+func calls(ctx context.Context, out io.Writer, o options, fake *fakeRoute53, url string, client *route53.Client, res *result, fill func(*call)) (*result, error) {
+	p := &printer{out: out, start: time.Now(), fill: fill}
 
 	fmt.Fprintf(out, "Fake Route 53 at %s: %d requests/s per account, changes PENDING for %v\n\n",
-		srv.URL, fake.Limit, fake.Pending)
+		url, fake.Limit, fake.Pending)
 	fmt.Fprintln(out, "An invalid change (TTL -1) fails at once, without a retry:")
 	res.invalid = p.do(ctx, &call{worker: -1, op: "ChangeResourceRecordSets", target: "Z1EXAMPLE TTL -1"},
 		func(ctx context.Context) (string, error) {
@@ -476,6 +505,7 @@ type printer struct {
 	mu    sync.Mutex
 	out   io.Writer
 	start time.Time
+	fill  func(*call) // completes a call's record after it returns; nil: nothing to do
 }
 
 // do makes the call c with fn, under a deadline of callTimeout, records
@@ -486,6 +516,9 @@ func (p *printer) do(ctx context.Context, c *call, fn func(context.Context) (str
 	defer cancel()
 	c.detail, c.err = fn(ctx)
 	c.end = time.Since(p.start)
+	if p.fill != nil {
+		p.fill(c)
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()

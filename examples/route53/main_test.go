@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -252,6 +253,18 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	if _, err := run(context.Background(), io.Discard, options{}); err == nil {
 		t.Errorf("run with 0 workers: no error")
+	}
+	for _, o := range []options{
+		{workers: 1, sdk: "legacy"},
+		{workers: 1, sdk: "adaptive", pacer: true},
+		{workers: 1, sdk: "standard", defaults: true},
+	} {
+		if err := o.validate(); err == nil {
+			t.Errorf("%+v: validate() = nil; want an error", o)
+		}
+	}
+	if err := (options{workers: 1, sdk: "standard"}).validate(); err != nil {
+		t.Errorf("-sdk standard: %v", err)
 	}
 }
 
@@ -506,5 +519,57 @@ func TestMaxInWindow(t *testing.T) {
 		if got := maxInWindow(tt.times, time.Second); got != tt.want {
 			t.Errorf("maxInWindow(%v) = %d; want %d", tt.times, got, tt.want)
 		}
+	}
+}
+
+// -sdk adaptive runs the calls with the SDK's own retryer; each call's
+// attempts are read from the server's log, and every request the server
+// got belongs to a call.
+func TestSDKAdaptive(t *testing.T) {
+	var out bytes.Buffer
+	res, err := run(context.Background(), &out, options{workers: 2, sdk: "adaptive"})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	total := res.invalid.attempts()
+	for _, c := range append([]*call{res.invalid}, res.calls...) {
+		if c.invocation == "" {
+			t.Errorf("call #%d %s: no invocation ID recorded", c.n, c.op)
+		}
+	}
+	for _, c := range res.calls {
+		if c.err != nil {
+			t.Errorf("call #%d %s: %v", c.n, c.op, c.err)
+		}
+		total += c.attempts()
+	}
+	if total != len(res.log) {
+		t.Errorf("the calls' attempts add up to %d; the server got %d requests", total, len(res.log))
+	}
+	checkOutput(t, out.String(),
+		"the AWS SDK's adaptive retry mode, MaxAttempts 20",
+		"10 by 2 goroutines",
+		"10 succeeded, 0 failed",
+		"the SDK's retry quota (not observed)",
+	)
+}
+
+func TestFillFromLog(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	log := []served{
+		{At: t0.Add(1500 * time.Millisecond), Invocation: "a", Status: 200},
+		{At: t0, Invocation: "a", Status: 400, Code: "Throttling"},
+		{At: t0.Add(200 * time.Millisecond), Invocation: "b", Status: 200},
+		{At: t0.Add(500 * time.Millisecond), Invocation: "a", Status: 503},
+	}
+	c := &call{invocation: "a"}
+	fillFromLog(c, log)
+	want := []retryNote{{1, "Throttling", 500 * time.Millisecond}, {2, "503", time.Second}}
+	if !slices.Equal(c.retries, want) || c.attempts() != 3 {
+		t.Errorf("retries %v (%d attempts); want %v (3 attempts)", c.retries, c.attempts(), want)
+	}
+	none := &call{}
+	if fillFromLog(none, log); len(none.retries) != 0 {
+		t.Errorf("a call without an invocation ID got retries %v", none.retries)
 	}
 }

@@ -56,7 +56,11 @@ func summarize(out io.Writer, r *result) {
 		fmt.Fprintf(out, "    retry %d: %.2f–%.2fs (%.2fs) over %d call%s\n", n, lo.Seconds(), hi.Seconds(), mean.Seconds(), len(waits[n]), plural(len(waits[n])))
 	}
 
-	fmt.Fprintf(out, "  budget:   at least %d of its %d tokens left throughout\n", r.lowTokens.Load(), r.budgetFull)
+	if r.budget != nil {
+		fmt.Fprintf(out, "  budget:   at least %d of its %d tokens left throughout\n", r.lowTokens.Load(), r.budgetFull)
+	} else {
+		fmt.Fprintf(out, "  budget:   the SDK's retry quota (not observed)\n")
+	}
 	s := serverStats(r.log)
 	fmt.Fprintf(out, "  server:   %d requests: %d admitted, at most %d in any 1s window; %d refused (%s)\n",
 		len(r.log), s.admitted, s.maxInWindow, len(r.log)-s.admitted, counts(s.refused))
