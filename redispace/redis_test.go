@@ -1,26 +1,63 @@
 package redispace
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
+// redisServer finds redis-server, installing Debian's package with
+// apt-get once per test binary where it is missing (unless
+// REDISPACE_NO_INSTALL is set), and says why when it cannot.
+var redisServer = sync.OnceValues(func() (string, error) {
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		return bin, nil
+	}
+	if os.Getenv("REDISPACE_NO_INSTALL") != "" {
+		return "", errors.New("redis-server is not installed, and REDISPACE_NO_INSTALL forbids installing it")
+	}
+	apt := func(args ...string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("apt-get %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	if err := apt("install", "-y", "redis-server"); err != nil {
+		if err2 := apt("update"); err2 != nil {
+			return "", fmt.Errorf("redis-server is not installed and could not be: %w", err2)
+		}
+		if err := apt("install", "-y", "redis-server"); err != nil {
+			return "", fmt.Errorf("redis-server is not installed and could not be: %w", err)
+		}
+	}
+	return exec.LookPath("redis-server")
+})
+
 // startRedis starts a redis-server of the test's own on a loopback port,
 // without persistence, stopped when the test ends, and returns a client
-// for it. The test is skipped, saying why, where redis-server is not
-// installed (Debian's package redis-server; CI installs it).
+// for it. Where redis-server is missing it is installed (Debian's
+// package); the test is skipped, saying why, only where that fails.
 func startRedis(t *testing.T) (*redis.Client, func()) {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	bin, err := redisServer()
 	if err != nil {
-		t.Skip("redis-server is not installed (apt-get install redis-server): the tests need a real one")
+		t.Skipf("the tests need a real redis-server: %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
