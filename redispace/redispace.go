@@ -106,8 +106,12 @@ type Pacer struct {
 	// tries Redis again. Zero means one second.
 	RetryAfter time.Duration
 
-	// OnFallback, if not nil, is called with Redis's error each time a
-	// call to Redis fails and the attempt is paced by Fallback.
+	// OnFallback, if not nil, is called with Redis's error each time the
+	// call that takes a turn, or one that reports an outcome, fails or
+	// outlives Timeout. An attempt whose turn was not taken is paced by
+	// Fallback; the whole Pacer keeps to Fallback for RetryAfter after an
+	// error, or after calls timing out for two Timeouts. (A failed check
+	// of a turn already taken keeps to the wait it had.)
 	OnFallback func(error)
 
 	once      sync.Once
@@ -253,11 +257,18 @@ func boolArg(b bool) int {
 	return 0
 }
 
-// run runs script on key with args, within Timeout.
-func (p *Pacer) run(ctx context.Context, s *redis.Script, key string, args ...any) (any, error) {
+// run runs script on key with args, within Timeout, and records the
+// outcome for trip.
+func (p *Pacer) run(ctx context.Context, script *redis.Script, key string, args ...any) (any, error) {
+	return p.runLate(ctx, script, key, nil, args...)
+}
+
+// runLate is run whose reply, if it comes after Timeout, goes to late
+// (when late is not nil).
+func (p *Pacer) runLate(ctx context.Context, script *redis.Script, key string, late func(any), args ...any) (any, error) {
 	res, err := bound(ctx, p.timeout(), func(ctx context.Context) (any, error) {
-		return s.Run(ctx, p.Client, []string{key}, args...).Result()
-	}, nil)
+		return script.Run(ctx, p.Client, []string{key}, args...).Result()
+	}, late)
 	p.record(err)
 	return res, err
 }
@@ -273,50 +284,46 @@ type reservation struct {
 // Fallback, gives its turn or slot back: a slot left held would narrow
 // slow start's window for the whole fleet.
 func (p *Pacer) reserve(ctx context.Context, key string) (reservation, error) {
-	parse := func(res any) (reservation, error) {
-		v, ok := res.([]any)
-		if !ok || len(v) != 4 {
-			return reservation{}, fmt.Errorf("redispace: unexpected reply %v", res)
-		}
-		return reservation{wait: asInt(v[0]), gen: asInt(v[1]), slot: asInt(v[2]) == 1, n: asInt(v[3])}, nil
-	}
-	r, err := bound(ctx, p.timeout(), func(ctx context.Context) (reservation, error) {
-		res, err := reserveScript.Run(ctx, p.Client, []string{key}, keyTTL.Milliseconds(), p.initialWindow()).Result()
-		if err != nil {
-			return reservation{}, err
-		}
-		return parse(res)
-	}, func(r reservation) {
+	giveBack := func(res any) {
+		v, err := ints(res, 4)
 		switch {
-		case r.slot:
+		case err != nil:
+		case v[2] == 1:
 			p.run(context.Background(), cancelScript, key, -1, 1)
-		case r.n >= 0:
-			p.run(context.Background(), cancelScript, key, r.n, 0)
+		case v[3] >= 0:
+			p.run(context.Background(), cancelScript, key, v[3], 0)
 		}
-	})
-	p.record(err)
-	return r, err
+	}
+	res, err := p.runLate(ctx, reserveScript, key, giveBack, keyTTL.Milliseconds(), p.initialWindow())
+	if err != nil {
+		return reservation{}, err
+	}
+	v, err := ints(res, 4)
+	if err != nil {
+		return reservation{}, err
+	}
+	return reservation{wait: v[0], gen: v[1], slot: v[2] == 1, n: v[3]}, nil
 }
 
-// record counts a call's failure toward tripping, or resets the count.
+// record resets the time the calls to Redis have been timing out for
+// (see trip) when err is nil: Redis answered in time.
 func (p *Pacer) record(err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err == nil {
-		p.slowSince = time.Time{}
+	if err != nil {
+		return
 	}
+	p.mu.Lock()
+	p.slowSince = time.Time{}
+	p.mu.Unlock()
 }
 
 // check asks how much longer turn n of key waits, within Timeout: the
 // wait in microseconds and the rate's generation.
 func (p *Pacer) check(ctx context.Context, key string, n int64) (wait, gen int64, err error) {
-	v, err := bound(ctx, p.timeout(), func(ctx context.Context) ([]int64, error) {
-		return checkScript.Run(ctx, p.Client, []string{key}, n, keyTTL.Milliseconds()).Int64Slice()
-	}, nil)
-	p.record(err)
-	if err == nil && len(v) != 2 {
-		err = fmt.Errorf("redispace: unexpected reply %v", v)
+	res, err := p.run(ctx, checkScript, key, n, keyTTL.Milliseconds())
+	if err != nil {
+		return 0, 0, err
 	}
+	v, err := ints(res, 2)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -332,9 +339,9 @@ var errTimeout = errors.New("redispace: Redis did not answer within the Pacer's 
 // (3 seconds by default). A call that outlives timeout finishes on its own
 // goroutine, within the client's own time limits, and its result goes to
 // late if it succeeded and late is not nil (else it is dropped).
-func bound[T any](ctx context.Context, timeout time.Duration, f func(context.Context) (T, error), late func(T)) (T, error) {
+func bound(ctx context.Context, timeout time.Duration, f func(context.Context) (any, error), late func(any)) (any, error) {
 	type result struct {
-		v   T
+		v   any
 		err error
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
@@ -366,8 +373,7 @@ func bound[T any](ctx context.Context, timeout time.Duration, f func(context.Con
 		default:
 		}
 		abandoned = true
-		var zero T
-		return zero, errTimeout
+		return nil, errTimeout
 	}
 }
 
@@ -498,8 +504,17 @@ func pollInterval(polls int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
-// asInt reads an integer of a script's reply.
-func asInt(v any) int64 {
-	n, _ := v.(int64)
-	return n
+// ints reads a script's reply of n integers.
+func ints(res any, n int) ([]int64, error) {
+	v, ok := res.([]any)
+	if !ok || len(v) != n {
+		return nil, fmt.Errorf("redispace: unexpected reply %v", res)
+	}
+	out := make([]int64, n)
+	for i, x := range v {
+		if out[i], ok = x.(int64); !ok {
+			return nil, fmt.Errorf("redispace: unexpected reply %v", res)
+		}
+	}
+	return out, nil
 }

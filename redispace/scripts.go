@@ -18,9 +18,9 @@ import "github.com/redis/go-redis/v9"
 //     turn taken at one rate is served at the rate in force when it comes:
 //     a cut slows the whole queue, growth speeds it up;
 //   - gen: the rate's generation, +1 on every cut or pause;
-//   - wmax, cut, win: the rate the cubic growth climbs back to (the rate
-//     cut from, or the rate accepted at if lower), when the cut was, and
-//     the seconds the growth takes back to it;
+//   - wmax, cut, win: the rate cut from, which the cubic growth climbs
+//     back to, when the cut was, and the seconds the growth takes back to
+//     it;
 //   - strike: when a lone throttle was let pass (0: none since the cut);
 //   - slow start, as package pace's Pacer has it for a key new to it: ss
 //     (1 while in it), ssEnd (when it ends at the latest), inflight (the

@@ -18,6 +18,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -292,6 +293,7 @@ func runOnce(c config, srv *nginx.Server, rs *redisServer, self string, k int, s
 	var cmds []*exec.Cmd
 	var outs []*strings.Builder
 	var gos []io.WriteCloser
+	var readies []*readyWriter
 	for i := 0; i < k; i++ {
 		if per[i] == 0 {
 			continue
@@ -300,26 +302,27 @@ func runOnce(c config, srv *nginx.Server, rs *redisServer, self string, k int, s
 			"-clients", strconv.Itoa(per[i]), "-requests", strconv.Itoa(c.requests), "-limit", c.limit.String())
 		var b strings.Builder
 		cmd.Stdout = &b
+		ready := newReadyWriter(os.Stderr)
+		cmd.Stderr = ready
 		stdin, err := cmd.StdinPipe()
+		if err == nil {
+			err = cmd.Start()
+		}
 		if err != nil {
+			stopAll(cmds, gos)
 			return result{}, err
 		}
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			return result{}, err
+		cmds, outs, gos, readies = append(cmds, cmd), append(outs, &b), append(gos, stdin), append(readies, ready)
+	}
+	// Every process warms its connections at once; the run starts when
+	// the last is ready.
+	for i, ready := range readies {
+		select {
+		case <-ready.ready:
+		case <-time.After(30 * time.Second):
+			stopAll(cmds, gos)
+			return result{}, fmt.Errorf("process %d did not say it was ready within 30s", i+1)
 		}
-		if err := cmd.Start(); err != nil {
-			return result{}, err
-		}
-		// Wait until the process is ready, then pass its errors on.
-		line, err := bufio.NewReader(stderr).ReadString('\n')
-		if err != nil || line != "ready\n" {
-			cmd.Process.Kill()
-			cmd.Wait()
-			return result{}, fmt.Errorf("process %d did not start: %q %v", i+1, line, err)
-		}
-		go io.Copy(os.Stderr, stderr)
-		cmds, outs, gos = append(cmds, cmd), append(outs, &b), append(gos, stdin)
 	}
 	start := time.Now()
 	for _, g := range gos {
@@ -354,6 +357,56 @@ func runOnce(c config, srv *nginx.Server, rs *redisServer, self string, k int, s
 	}
 	r.events, err = srv.Since(mark, start)
 	return r, err
+}
+
+// stopAll ends the processes started: closing its stdin before "go"
+// makes a process exit.
+func stopAll(cmds []*exec.Cmd, stdins []io.WriteCloser) {
+	for i, cmd := range cmds {
+		stdins[i].Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}
+
+// readyWriter is a child's stderr: it holds back the child's first line,
+// closes ready when that line is "ready", and passes everything else on
+// to w (a child that fails before it is ready has its error shown, and
+// ready is never closed).
+type readyWriter struct {
+	w     io.Writer
+	ready chan struct{}
+	mu    sync.Mutex
+	first []byte // the first line so far
+	seen  bool
+}
+
+func newReadyWriter(w io.Writer) *readyWriter {
+	return &readyWriter{w: w, ready: make(chan struct{})}
+}
+
+func (r *readyWriter) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen {
+		return r.w.Write(p)
+	}
+	r.first = append(r.first, p...)
+	i := bytes.IndexByte(r.first, '\n')
+	if i < 0 {
+		return len(p), nil
+	}
+	line, rest := r.first[:i], r.first[i+1:]
+	r.seen, r.first = true, nil
+	if string(line) == "ready" {
+		close(r.ready)
+	} else {
+		rest = append(append(line, '\n'), rest...)
+	}
+	if _, err := r.w.Write(rest); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // report prints one row per strategy and K.

@@ -23,11 +23,12 @@
 //	go run . -sdk adaptive       # no retry.Transport: the SDK's adaptive retry mode
 //	go run . -sdk standard       # or its standard mode
 //
-// -workers takes 1 to 200; -pacer combines with -defaults too. -sdk runs the
-// SDK's own retryer (aws/retry, with MaxAttempts raised to this program's
-// 20 and its other defaults) over a plain net/http transport instead of
-// the Transport, for comparison: the same calls, counted by the server. The Pacer is
+// -workers takes 1 to 200; -pacer combines with -defaults too. The Pacer is
 // keyed by the access key ID in each request's SigV4 Authorization header.
+// -sdk runs the SDK's own retryer (aws/retry, with MaxAttempts raised to
+// this program's 20 and its other defaults) over a plain net/http
+// transport instead of the Transport, for comparison: the same calls,
+// their attempts counted by the server.
 //
 // It needs no network beyond 127.0.0.1 and no AWS account. In 3 runs of
 // each, go run . took 11.4 to 12.7 seconds (at 5 requests a second, 50

@@ -58,7 +58,6 @@ func (n noteInvocation) RoundTrip(req *http.Request) (*http.Response, error) {
 func runSDK(ctx context.Context, out io.Writer, o options, fake *fakeRoute53, url string, res *result) (*result, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	defer base.CloseIdleConnections()
-	res.maxAttempts = maxAttempts
 	fmt.Fprintf(out, "Settings: the AWS SDK's %s retry mode, MaxAttempts %d, its other defaults; no retry.Transport\n", o.sdk, maxAttempts)
 	client := newSDKClient(url, accessKey, secretKey, o.sdk, noteInvocation{base})
 	return calls(ctx, out, o, fake, url, client, res, func(c *call) { fillFromLog(c, fake.Log()) })
