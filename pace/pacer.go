@@ -73,6 +73,13 @@ const (
 	// that never answer (long polls, a hung server) hold their slots, and
 	// the others must not wait on them for longer than this.
 	slowStartLimit = time.Second
+	// Refusals that do not depend on the rate (see shedding): a chain of
+	// cuts whose refusal share was at most shedMaxShare is tested once
+	// the rate is shedLowRate times the chain's first rate or less, after
+	// shedMinRefusals refusals there.
+	shedMaxShare    = 0.4
+	shedLowRate     = 0.7
+	shedMinRefusals = 3
 )
 
 // Pacer spaces the attempts sent to each host at a rate it learns from the
@@ -136,6 +143,22 @@ const (
 // probing, so that the requests waiting for turns are not pushed past
 // their deadlines by a rate that says nothing of the server.
 //
+// A throttle is not always a rate limit: a load balancer shedding a
+// share of requests at random, or a flaky backend, refuses the same share
+// at any rate, and pacing slower would only queue the requests past
+// their deadlines. A limit's refusals fall as the rate falls below it.
+// So a chain of cuts is tested: once the rate is 0.7 times where the
+// chain began, a share refused as often as before the first cut (between
+// half and twice it, three refusals at least; the first share at most
+// 0.4) shows the refusals not to depend on the rate. The key goes back to
+// idle, its waiting attempts go on at once, and it remembers the share:
+// a throttle engages it again (or, engaged, cuts its rate) only when the
+// share refused over the last second or so is well above it (twice it,
+// and three standard deviations), as a limit's refusals would be. The
+// test costs a few hundred attempts at the lower rate, once; against
+// refusals at random it is no match for no Pacer at all, and a Pacer is
+// for rate limits.
+//
 // Against nginx's limit_req at 100 requests/s (429, no Retry-After), 100
 // clients making 3 requests each through one Transport needed 1.06
 // attempts per request and 1.17 times the ideal 3 s (median of 5 rounds)
@@ -185,6 +208,7 @@ type keyState struct {
 	rate   rateCurve
 	meter  meter
 	outage outage
+	shed   shedding
 }
 
 // slowStart limits a key that has not engaged to slots unanswered
@@ -230,10 +254,14 @@ type meter struct {
 	// none yet), for the lock-free fast path.
 	bucketEnd atomic.Int64
 
-	measured float64   // smoothed sending rate, requests per second
-	accepted float64   // smoothed success rate, requests per second
-	bucket   time.Time // start of the current bucket
-	sampled  bool      // a whole bucket has been measured
+	refused int // throttles in the current bucket
+	// lastOK and lastRefused are the successes and throttles of the
+	// bucket before.
+	lastOK, lastRefused int64
+	measured            float64   // smoothed sending rate, requests per second
+	accepted            float64   // smoothed success rate, requests per second
+	bucket              time.Time // start of the current bucket
+	sampled             bool      // a whole bucket has been measured
 }
 
 // outage tells an outage from a rate limit: cuts with no success between
@@ -247,6 +275,35 @@ type outage struct {
 	// meter.okOnce when the streak of cuts began.
 	streakAccepted float64
 	streakAfterOK  bool
+}
+
+// shedding tells a rate limit from refusals that do not depend on the
+// rate: a load balancer shedding a share of requests at random, a flaky
+// backend. A limit refuses a share that falls as the rate falls below it;
+// shedding refuses the same share at any rate, and cutting on it would
+// ratchet the rate down cut after cut (each floored at a share of an
+// accepted rate that falls with it), until requests fail waiting for
+// turns that retries alone would not have needed.
+//
+// So a chain of cuts is watched from its first: the rate before it, and
+// the share of the attempts refused before it. If that share was
+// moderate (at most shedMaxShare: a limit then refuses nothing once the
+// rate is cut by a third) and, at 0.7 times that rate or less, the
+// attempts paced at the rate in force are still refused at between half
+// and twice that share, the refusals do not come from the rate: the key
+// disengages, and remembers the share. A throttle then engages the key
+// again only when the share refused over a measured bucket is well above
+// it (see noise), as a limit's refusals grow with the rate. The chain
+// ends when the rate grows back to where it began, or when the share at
+// the lower rate has clearly fallen (a limit, confirmed).
+type shedding struct {
+	chainRate float64 // the rate before the chain's first cut; 0: no chain
+	hiN, hiK  int     // outcomes and refusals that led to that cut
+	epN, epK  int     // outcomes and refusals since the last cut, engaged
+	loN, loK  int     // of attempts paced at shedLowRate×chainRate or less
+	// share is the refusal share found not to depend on the rate, the
+	// smoothed share of each bucket since; 0: none.
+	share float64
 }
 
 // key returns the limit req counts against.
@@ -615,7 +672,22 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.measure(now)
+	if class == retry.Throttled {
+		s.meter.refused++
+	}
+	s.shed.count(s, class == retry.Throttled, gen)
 	switch {
+	case class == retry.Throttled && !hinted && (s.engaged.Load() || gen == 0) && s.shed.noise(s):
+		// Refused no more often than the share found not to depend on
+		// the rate: pacing, or pacing slower, would not help.
+	case class == retry.Throttled && s.engaged.Load() && gen == s.sched.gen && !s.outage.holding:
+		switch s.shed.test(s, gen) {
+		case shedIndependent:
+			// Refused as often at a far lower rate: not a rate limit.
+			s.disengage()
+		case shedCut:
+			s.throttled(now, p.Adapt, p.minRate())
+		}
 	case class == retry.Throttled && s.engaged.Load() && gen != s.sched.gen:
 		// The attempt was not paced at the rate in force: it left
 		// before the last cut, or before the pacer engaged, and that
@@ -652,7 +724,13 @@ func (s *keyState) measure(now time.Time) {
 	}
 	if elapsed := now.Sub(s.meter.bucket); elapsed >= bucketWidth {
 		sec := elapsed.Seconds()
-		sent, ok := float64(s.meter.sent.Swap(0))/sec, float64(s.meter.ok.Swap(0))/sec
+		okN, refused := s.meter.ok.Swap(0), s.meter.refused
+		s.meter.refused = 0
+		s.meter.lastOK, s.meter.lastRefused = okN, int64(refused)
+		if s.shed.share > 0 && !s.engaged.Load() {
+			s.shed.decay(okN, refused)
+		}
+		sent, ok := float64(s.meter.sent.Swap(0))/sec, float64(okN)/sec
 		if !s.meter.sampled {
 			// The first bucket is the estimate, not a fifth of it.
 			s.meter.measured, s.meter.accepted, s.meter.sampled = sent, ok, true
@@ -679,6 +757,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 			base = float64(s.meter.sent.Load()) / max(now.Sub(s.meter.bucket), minElapsed).Seconds()
 		}
 	}
+	s.shed.cut(s, base)
 	s.rate.lastMax = base
 	s.rate.lastCut = now
 	if s.outage.cutsSinceOK == 0 {
@@ -830,6 +909,7 @@ func (s *keyState) restart(now time.Time, initialWindow int) {
 	s.sched.next, s.rate.fill, s.sched.interval = time.Time{}, 0, 0
 	s.rate.lastMax, s.rate.cutTo, s.rate.window, s.sched.granted = 0, 0, 0, 0
 	s.outage.cutsSinceOK, s.outage.holding = 0, false
+	s.shed.endChain()
 	// Rates measured in the outage are not the server's either.
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
 	s.meter.sent.Store(0)
@@ -869,4 +949,155 @@ func (p *Pacer) Rate(key string) (float64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rate.fill, true
+}
+
+// count adds an outcome to the chain's tallies: every outcome while the
+// key is engaged, since the last cut, and those of attempts paced at the
+// rate in force, by whether it is above the chain's low rate. The caller
+// holds s.mu.
+func (sh *shedding) count(s *keyState, refused bool, gen uint64) {
+	if !s.engaged.Load() {
+		return
+	}
+	k := 0
+	if refused {
+		k = 1
+	}
+	sh.epN, sh.epK = sh.epN+1, sh.epK+k
+	switch {
+	case sh.chainRate == 0 || gen != s.sched.gen:
+	case s.rate.fill > shedLowRate*sh.chainRate:
+		sh.hiN, sh.hiK = sh.hiN+1, sh.hiK+k
+	default:
+		sh.loN, sh.loK = sh.loN+1, sh.loK+k
+	}
+}
+
+// cut notes a cut from rate base. The first of a chain records the rate
+// and the refusals that led to it: those of the current bucket before the
+// key engaged, those since the last cut after. A chain with too few
+// outcomes before its low rate to test against begins again at this cut,
+// keeping them; one refused too often before it to test anything begins
+// again from the outcomes at its low rate, or afresh.
+// The caller holds s.mu.
+func (sh *shedding) cut(s *keyState, base float64) {
+	switch {
+	case base <= 0:
+	case sh.chainRate == 0:
+		sh.chainRate = base
+		sh.hiN, sh.hiK = sh.epN, sh.epK
+		if !s.engaged.Load() {
+			sh.hiK = s.meter.refused
+			sh.hiN = int(s.meter.ok.Load()) + sh.hiK
+		}
+		sh.loN, sh.loK = 0, 0
+	case sh.hiN < minSamples:
+		sh.chainRate = base
+		sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
+		sh.loN, sh.loK = 0, 0
+	case float64(sh.hiK) > shedMaxShare*float64(sh.hiN) && sh.loN >= minSamples:
+		sh.chainRate = base
+		sh.hiN, sh.hiK = sh.loN, sh.loK
+		sh.loN, sh.loK = 0, 0
+	case float64(sh.hiK) > shedMaxShare*float64(sh.hiN) && sh.hiN >= 2*minSamples:
+		sh.chainRate = base
+		sh.hiN, sh.hiK = sh.epN, sh.epK
+		sh.loN, sh.loK = 0, 0
+	}
+	sh.epN, sh.epK = 0, 0
+}
+
+// endChain forgets the chain of cuts.
+func (sh *shedding) endChain() {
+	sh.chainRate, sh.hiN, sh.hiK, sh.loN, sh.loK = 0, 0, 0, 0, 0
+}
+
+// Verdicts of shedding.test on a throttle.
+const (
+	shedCut         = iota // as a limit's: cut
+	shedHold               // under test: no cut yet
+	shedIndependent        // not the rate's doing: disengage
+)
+
+// test judges a throttle of an attempt paced at generation gen (see
+// shedding). While the rate is at the chain's low rate, throttles refused
+// at about the share of the chain's first cut are held, without a cut,
+// until shedMinRefusals show the share did not fall: the refusals are
+// independent of the rate. A share clearly higher or lower is a limit's:
+// the chain ends and the throttle cuts. The caller holds s.mu.
+func (sh *shedding) test(s *keyState, gen uint64) int {
+	if sh.chainRate == 0 || sh.hiN < minSamples || gen != s.sched.gen || s.outage.holding ||
+		s.rate.fill > shedLowRate*sh.chainRate || sh.loN == 0 {
+		return shedCut
+	}
+	hi := float64(sh.hiK) / float64(sh.hiN)
+	lo := float64(sh.loK) / float64(sh.loN)
+	expected := hi * float64(sh.loN) // refusals at the low rate, were the share the same
+	switch {
+	case hi > shedMaxShare:
+		return shedCut
+	case lo > 2*hi+0.05 && sh.loK >= 2:
+		// Refused more often at the lower rate: a limit, lower still.
+		sh.endChain()
+		return shedCut
+	case sh.loK >= shedMinRefusals && 2*float64(sh.loK) >= expected:
+		return shedIndependent
+	case expected >= 8 && 4*float64(sh.loK) < expected:
+		// Far fewer refusals than the share would bring (fewer than
+		// one in 25 chances for independent ones): a limit's.
+		sh.endChain()
+		return shedCut
+	}
+	return shedHold
+}
+
+// disengage returns the key to idle, its refusals found not to depend on
+// its rate; the attempts waiting for turns go on at once. The caller
+// holds s.mu.
+func (s *keyState) disengage() {
+	// The share at the low rate, that of the whole chain if twice as
+	// high: a limit's refusals too may have been in the chain's first.
+	lo := float64(s.shed.loK) / float64(s.shed.loN)
+	s.shed.share = max(lo, float64(s.shed.hiK+s.shed.loK)/float64(s.shed.hiN+s.shed.loN)/2)
+	s.shed.endChain()
+	s.shed.epN, s.shed.epK = 0, 0
+	s.engaged.Store(false)
+	s.void()
+	s.sched.next, s.sched.paused, s.rate.fill, s.sched.interval = time.Time{}, time.Time{}, 0, 0
+	s.rate.lastMax, s.rate.cutTo, s.rate.window, s.sched.granted = 0, 0, 0, 0
+	s.outage.cutsSinceOK, s.outage.holding = 0, false
+}
+
+// noise reports whether a throttle is no more than the key's refusals
+// that do not depend on the rate, if it has found any: whether the
+// refusals since the last cut (engaged) or in the current bucket (idle)
+// are not well above that share, twice it and three standard deviations,
+// over the current bucket and the one before.
+// Such a throttle neither engages the key nor cuts its rate: a limit's
+// refusals grow with the rate until they are well above it. The caller
+// holds s.mu.
+func (sh *shedding) noise(s *keyState) bool {
+	if sh.share == 0 {
+		return false
+	}
+	k := float64(s.meter.refused + int(s.meter.lastRefused))
+	n := k + float64(s.meter.ok.Load()+s.meter.lastOK)
+	mean := n * sh.share
+	return k <= 2*mean || k <= mean+3*math.Sqrt(mean*(1-sh.share))+2
+}
+
+// decay folds a bucket of okN successes and refused throttles into the
+// share of refusals that do not depend on the rate, while the key is
+// idle, as the shedding subsides; it forgets the share once negligible.
+func (sh *shedding) decay(okN int64, refused int) {
+	n := float64(okN) + float64(refused)
+	if n < 2*minSamples {
+		return
+	}
+	// Only down: folding in buckets refused more often would let a
+	// limit's refusals, as they grow, pass for shedding.
+	sh.share = min(sh.share, sh.share*(1-smoothing)+smoothing*float64(refused)/n)
+	if sh.share < 1e-3 {
+		sh.share = 0
+	}
 }

@@ -307,10 +307,12 @@ func TestPacerConcurrentUse(t *testing.T) {
 	wg.Wait()
 	_, engaged := p.Rate("idle.example")
 	assert.False(t, engaged)
+	// The throttles come at one in fifty whatever the rate: the keys
+	// engage, and may disengage again (see shedding).
 	for i := 0; i < 3; i++ {
 		r, engaged := p.Rate(fmt.Sprintf("h%d.example", i))
-		assert.True(t, engaged)
 		assert.GreaterOrEqual(t, r, defaultMinRate)
+		assert.Equal(t, !engaged, math.IsInf(r, 1))
 	}
 }
 
