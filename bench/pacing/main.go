@@ -143,12 +143,34 @@ func checkOutput(path string) error {
 type strategy struct {
 	name  string
 	pacer func() *pace.Pacer // nil: none
+	// known spaces the attempts at the server's rate (-rate), known in
+	// advance, with a client-side token bucket under the Transport: the
+	// best a client can do, for comparison.
+	known bool
 }
 
 var strategies = []strategy{
 	{name: "FullJitter"},
 	{name: "FullJitter+Pacer(CUBIC)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptCubic} }},
 	{name: "FullJitter+Pacer(AIMD)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptAIMD} }},
+	{name: "FullJitter+Limiter(known)", known: true},
+}
+
+// limited is a RoundTripper that waits for a token of a limiter before
+// each attempt.
+type limited struct {
+	base http.RoundTripper
+	lim  *rate.Limiter
+}
+
+func (l limited) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := l.lim.Wait(req.Context()); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	return l.base.RoundTrip(req)
 }
 
 // result is one run of one strategy.
@@ -156,11 +178,13 @@ type result struct {
 	strategy string
 	round    int
 	requests int
-	attempts int64   // sent by the clients, as the server saw them
-	refused  int64   // answered 429
-	failed   int     // requests that did not end in a 200
-	events   []event // every attempt the server saw, in order of arrival
-	elapsed  time.Duration
+	attempts int64 // sent by the clients, as the server saw them
+	refused  int64 // answered 429
+	failed   int   // requests that did not end in a 200
+	// latencies are the requests' times, from first attempt to answer.
+	latencies []time.Duration
+	events    []event // every attempt the server saw, in order of arrival
+	elapsed   time.Duration
 }
 
 // run runs every strategy c.rounds times against one server, prints the
@@ -229,7 +253,15 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	if s.pacer != nil {
 		opts = append(opts, retry.WithPacer(s.pacer()))
 	}
-	client := &http.Client{Transport: retry.New(base, opts...)}
+	var under http.RoundTripper = base
+	if s.known {
+		lim := rate.NewLimiter(rate.Inf, 1)
+		if c.rate > 0 {
+			lim = rate.NewLimiter(rate.Limit(c.rate), 1)
+		}
+		under = limited{base: base, lim: lim}
+	}
+	client := &http.Client{Transport: retry.New(under, opts...)}
 
 	mark, err := srv.mark()
 	if err != nil {
@@ -238,6 +270,8 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.limit)
 	defer cancel()
 	var failed atomic.Int64
+	var mu sync.Mutex
+	latencies := make([]time.Duration, 0, c.clients*c.requests)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < c.clients; i++ {
@@ -249,10 +283,15 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 				if c.deadline > 0 {
 					rctx, cancel = context.WithTimeout(ctx, c.deadline)
 				}
+				t0 := time.Now()
 				if !get(rctx, client, srv.url()) {
 					failed.Add(1)
 				}
+				d := time.Since(t0)
 				cancel()
+				mu.Lock()
+				latencies = append(latencies, d)
+				mu.Unlock()
 			}
 		}()
 	}
@@ -264,13 +303,14 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	}
 	n := countEvents(events)
 	return result{
-		strategy: s.name,
-		requests: c.clients * c.requests,
-		attempts: n.attempts,
-		refused:  n.refused,
-		failed:   int(failed.Load()),
-		events:   events,
-		elapsed:  elapsed,
+		strategy:  s.name,
+		requests:  c.clients * c.requests,
+		attempts:  n.attempts,
+		refused:   n.refused,
+		failed:    int(failed.Load()),
+		latencies: latencies,
+		events:    events,
+		elapsed:   elapsed,
 	}, nil
 }
 
@@ -304,6 +344,7 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 		attempts, refused float64
 		failed            int
 		elapsed           []time.Duration
+		latencies         []time.Duration
 	}
 	byName := map[string]*agg{}
 	for _, r := range results {
@@ -316,9 +357,10 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 		a.refused += float64(r.refused)
 		a.failed += r.failed
 		a.elapsed = append(a.elapsed, r.elapsed)
+		a.latencies = append(a.latencies, r.latencies...)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tattempts/request\trefused/run\tfailed\tmedian time\ttime/ideal\t")
+	fmt.Fprintln(tw, "strategy\tattempts/request\trefused/run\tfailed\tmedian time\ttime/ideal\tp50 request\tp99 request\t")
 	for _, s := range strategies {
 		a := byName[s.name]
 		n := float64(len(a.elapsed))
@@ -328,10 +370,20 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 		if ideal > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(med)/float64(ideal))
 		}
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%d\t%v\t%s\t\n", s.name, a.attempts/n, a.refused/n, a.failed,
-			med.Round(time.Millisecond), ratio)
+		sort.Slice(a.latencies, func(i, j int) bool { return a.latencies[i] < a.latencies[j] })
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%d\t%v\t%s\t%v\t%v\t\n", s.name, a.attempts/n, a.refused/n, a.failed,
+			med.Round(time.Millisecond), ratio, quantile(a.latencies, 0.5).Round(time.Millisecond),
+			quantile(a.latencies, 0.99).Round(time.Millisecond))
 	}
 	tw.Flush()
+}
+
+// quantile returns the q-quantile of the sorted durations, 0 if none.
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 // writeCSV writes one row per run.
