@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 
 	"github.com/backoff-jitter/retry"
 )
@@ -100,12 +99,8 @@ const (
 // After slow start a Pacer is idle, at the cost of a few atomic
 // operations and no allocation per attempt, until the key's first
 // throttled outcome. From then on every attempt waits for its turn:
-// turns are handed out one interval (1/rate) apart, after any backoff,
-// first come, first served by the attempt's call. A retry takes the place
-// of its call (when its first attempt waited) among the waiting turns,
-// ahead of the calls begun after it, so that a call refused once does not
-// queue again behind every call begun since; the times handed out are the
-// same.
+// turns are handed out first come, first served, one interval (1/rate)
+// apart, after any backoff.
 //
 // The rate adapts as the AWS SDK's "adaptive" retry mode does, with two
 // measurements added. A throttle of an attempt paced at the rate in force
@@ -238,12 +233,6 @@ type schedule struct {
 	// until an attempt waits for a turn.
 	turns       context.Context
 	cancelTurns context.CancelFunc
-	// queue holds the turns handed out and not yet taken, in the order
-	// their calls began, and so their times (see reserveCall).
-	queue []*reservation
-	// calls holds when each call whose attempt failed began, for its
-	// retry (see callOf). Weak: a call given up is no longer held.
-	calls map[weak.Pointer[http.Request]]time.Time
 }
 
 // rateCurve is the rate in force and the curve it grows back along.
@@ -351,7 +340,6 @@ func (p *Pacer) state(req *http.Request) *keyState {
 // implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	s := p.state(req)
-	var call time.Time // when req's call began, once the key has engaged
 	for {
 		slot, err := p.admit(ctx, s)
 		if err != nil {
@@ -360,19 +348,15 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 		if slot {
 			// In slow start: the key has not engaged, no turn to take.
 			s.meter.sent.Add(1) // the sending rate counts attempts sent, not waiting
-			return &turn{s: s, slot: true, req: req, call: s.callOf(req, p.clock())}, nil
+			return &turn{s: s, slot: true}, nil
 		}
 		now := p.clock()
-		if call.IsZero() && s.engaged.Load() {
-			call = s.callOf(req, now)
-		}
-		d, res := s.reserveCall(now, call)
+		d, res := s.reserveAt(now)
 		if res == nil {
 			s.meter.sent.Add(1)
 			return (*idleTurn)(s), nil // not engaged: no allocation
 		}
-		stale := false
-		for d > 0 && !stale {
+		if d > 0 {
 			if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
 				res.cancel()
 				return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
@@ -381,16 +365,12 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 				res.cancel()
 				return nil, err
 			}
-			// The turn may have moved back meanwhile, behind a retry of
-			// an earlier call.
-			now = p.clock()
-			d, stale = res.take(now)
-		}
-		if stale {
-			continue
+			if res.stale() {
+				continue
+			}
 		}
 		s.meter.sent.Add(1)
-		return &turn{s: s, gen: res.gen, req: req, call: call}, nil
+		return &turn{s: s, gen: res.gen}, nil
 	}
 }
 
@@ -436,17 +416,9 @@ type turn struct {
 	s    *keyState
 	slot bool   // holds a slot of slow start
 	gen  uint64 // the generation of the rate it was paced at; 0: not paced
-	req  *http.Request
-	call time.Time // when req's call began
 }
 
-func (t *turn) Done(f retry.Feedback) {
-	now := t.s.p.clock()
-	t.s.p.observeState(t.s, t.slot, f, t.gen, now)
-	if f.Class != retry.Success && f.Class != retry.Permanent && !t.call.IsZero() {
-		t.s.remember(t.req, t.call, now) // a retry may follow: it keeps the call's place
-	}
-}
+func (t *turn) Done(f retry.Feedback) { t.s.p.observeState(t.s, t.slot, f, t.gen, t.s.p.clock()) }
 
 func (t *turn) Abandon() {
 	if t.slot {
@@ -601,21 +573,8 @@ func (s *keyState) wakeAll() {
 // taken at the time of sending, after any backoff, as in the AWS SDK's
 // adaptive mode.
 func (s *keyState) reserveAt(now time.Time) (time.Duration, *reservation) {
-	return s.reserveCall(now, now)
-}
-
-// reserveCall is reserveAt for an attempt of a call that began at call.
-// Turns go first come, first served by their calls: a retry takes the
-// time of the first waiting turn of a later call, and the turns from there
-// on each move back to the next one's time. A retried attempt thus keeps
-// its call's place instead of waiting behind every call begun since, and
-// the schedule's times are the same.
-func (s *keyState) reserveCall(now, call time.Time) (time.Duration, *reservation) {
 	if !s.engaged.Load() {
 		return 0, nil
-	}
-	if call.IsZero() {
-		call = now // engaged since Wait looked
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -630,15 +589,7 @@ func (s *keyState) reserveCall(now, call time.Time) (time.Duration, *reservation
 	if s.sched.turns == nil {
 		s.sched.turns, s.sched.cancelTurns = context.WithCancel(context.Background())
 	}
-	res := &reservation{s: s, at: start, next: s.sched.next, gen: s.sched.gen, turns: s.sched.turns, call: call}
-	q := append(s.sched.queue, res)
-	for i := len(q) - 1; i > 0 && q[i-1].call.After(call); i-- {
-		q[i-1].at, q[i].at = q[i].at, q[i-1].at
-		q[i-1].next, q[i].next = q[i].next, q[i-1].next
-		q[i-1], q[i] = q[i], q[i-1]
-	}
-	s.sched.queue = q
-	return res.at.Sub(now), res
+	return start.Sub(now), &reservation{s: s, at: start, next: s.sched.next, gen: s.sched.gen, turns: s.sched.turns}
 }
 
 // reservation is a token taken by [keyState.reserveAt].
@@ -650,7 +601,6 @@ type reservation struct {
 	// turns is done when the token is void: its attempt stops waiting
 	// for it and takes a new one.
 	turns context.Context
-	call  time.Time // when the attempt's call began
 }
 
 // cancel gives the token back if no later one was handed out since: a
@@ -662,43 +612,9 @@ func (r *reservation) cancel() {
 	}
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
-	if !r.dequeue() {
-		return // void, or taken
-	}
 	if r.s.sched.next.Equal(r.next) {
 		r.s.sched.next = r.at
 	}
-}
-
-// take reports, at now, how long the turn's attempt must still wait (its
-// time may have moved back), and whether the turn is void; a turn whose
-// time has come leaves the queue. The caller does not hold r.s.mu.
-func (r *reservation) take(now time.Time) (time.Duration, bool) {
-	r.s.mu.Lock()
-	defer r.s.mu.Unlock()
-	if r.gen != r.s.sched.gen {
-		return 0, true
-	}
-	if d := r.at.Sub(now); d > 0 {
-		return d, false
-	}
-	r.dequeue()
-	return 0, false
-}
-
-// dequeue removes r from its key's queue, and reports whether it was in
-// it. The caller holds r.s.mu.
-func (r *reservation) dequeue() bool {
-	q := r.s.sched.queue
-	for i, x := range q {
-		if x == r {
-			copy(q[i:], q[i+1:])
-			q[len(q)-1] = nil
-			r.s.sched.queue = q[:len(q)-1]
-			return true
-		}
-	}
-	return false
 }
 
 // stale reports whether the rate or the pause changed since the token was
@@ -977,8 +893,6 @@ func (s *keyState) outageOver(now time.Time) bool {
 // to take new ones. The caller holds s.mu.
 func (s *keyState) void() {
 	s.sched.gen++
-	clear(s.sched.queue)
-	s.sched.queue = s.sched.queue[:0]
 	if s.sched.cancelTurns != nil {
 		s.sched.cancelTurns()
 		s.sched.turns, s.sched.cancelTurns = nil, nil
@@ -1186,44 +1100,4 @@ func (sh *shedding) decay(okN int64, refused int) {
 	if sh.share < 1e-3 {
 		sh.share = 0
 	}
-}
-
-// maxCalls is the most calls a key remembers the beginning of at once.
-const maxCalls = 4096
-
-// callOf returns when req's call began: at now, unless an attempt of it
-// failed before (see remember).
-func (s *keyState) callOf(req *http.Request, now time.Time) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.sched.calls) == 0 {
-		return now
-	}
-	k := weak.Make(req)
-	if call, ok := s.sched.calls[k]; ok {
-		delete(s.sched.calls, k)
-		return call
-	}
-	return now
-}
-
-// remember keeps when req's call began, for its retry's turn. Calls given
-// up are forgotten once collected, or when the memory is full.
-func (s *keyState) remember(req *http.Request, call, now time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sched.calls == nil {
-		s.sched.calls = make(map[weak.Pointer[http.Request]]time.Time)
-	}
-	if len(s.sched.calls) >= maxCalls {
-		for k := range s.sched.calls {
-			if k.Value() == nil {
-				delete(s.sched.calls, k)
-			}
-		}
-		if len(s.sched.calls) >= maxCalls {
-			return
-		}
-	}
-	s.sched.calls[weak.Make(req)] = call
 }
