@@ -3,6 +3,7 @@ package pace
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"testing"
 	"time"
 
@@ -55,11 +56,12 @@ func simRun(t *testing.T, p *Pacer, srv *simServer, from time.Time, demand float
 		}
 		d, res := p.reserve(req, at)
 		at = at.Add(d)
-		class := srv.answer(at)
+		class, code := srv.answer(at), http.StatusOK
 		if class == retry.Throttled {
 			refused++
+			code = http.StatusTooManyRequests
 		}
-		p.observe(req, class, response(map[retry.Class]int{retry.Success: 200, retry.Throttled: 429}[class]), res.generation(), at)
+		p.observe(req, class, response(code), res.generation(), at)
 		_, engaged := p.Rate("api.example")
 		if wasEngaged && !engaged {
 			disengaged++

@@ -62,9 +62,9 @@ const (
 	// up to slotPollMax.
 	slotPoll    = 5 * time.Millisecond
 	slotPollMax = 40 * time.Millisecond
-	// tripAfter is how many calls of one attempt after another must
-	// outlive Timeout before the Pacer turns to Fallback for RetryAfter;
-	// see trip.
+	// tripAfter-1 Timeouts is how long calls must have been outliving
+	// Timeout, none answering in time, before the Pacer turns to
+	// Fallback for RetryAfter; see trip.
 	tripAfter = 3
 	// keyTTL is how long a key's state outlives its last use.
 	keyTTL = time.Hour
@@ -97,7 +97,7 @@ type Pacer struct {
 
 	// InitialWindow is how many attempts a key new to the fleet may have
 	// unanswered at once, in slow start, as [pace.Pacer.InitialWindow]:
-	// every answer opens one slot more, a throttle ends it, and it lasts
+	// every success opens one slot more, a throttle ends it, and it lasts
 	// a second at most. Zero means 10; a negative value turns it off.
 	InitialWindow int
 
@@ -107,8 +107,8 @@ type Pacer struct {
 	RetryAfter time.Duration
 
 	// OnFallback, if not nil, is called with Redis's error each time the
-	// call that takes a turn, or one that reports an outcome, fails or
-	// outlives Timeout. An attempt whose turn was not taken is paced by
+	// call that takes a turn, one that reports an outcome, or one that
+	// gives a turn back (Abandon) fails or outlives Timeout. An attempt whose turn was not taken is paced by
 	// Fallback; the whole Pacer keeps to Fallback for RetryAfter after an
 	// error, or after calls timing out for two Timeouts. (A failed check
 	// of a turn already taken keeps to the wait it had.)
@@ -390,8 +390,8 @@ func (p *Pacer) turnToFallback(ctx context.Context, req *http.Request, err error
 // still being dialled can outlive Timeout, and a fleet that starts at
 // once makes many such calls together, all slow at the same moment; that
 // is no reason to leave Redis for the whole process. A Redis that hangs
-// goes on timing out and trips the Pacer by the tripAfter-th call of one
-// attempt after another.
+// goes on timing out and trips the Pacer once that has lasted
+// tripAfter-1 Timeouts.
 func (p *Pacer) trip(err error) {
 	p.mu.Lock()
 	now := p.clock()

@@ -156,7 +156,7 @@ return {waitFor(tonumber(ARGV[1])), gen}
 // nginx's limit_req, refuses those), and a cut for it costs seconds of
 // growth. Such a cut takes the rate to 0.9 times it, or, when the fleet
 // is accepted at a rate below that (over the last second), down to that
-// rate but by half at most; never below 0.9 times the accepted rate. A
+// rate but by half at most. A
 // throttle of an attempt paced before the last cut cuts nothing: one cut
 // answers one burst, whichever process saw it. Successes grow the rate
 // back along CUBIC's curve, scaled to the rate: it returns to the rate
@@ -209,7 +209,7 @@ elseif class == 'throttled' and (rate == 0 or attemptGen == gen) then
     if rate == 0 then
       new = math.min(new, 0.9 * acc)
     else
-      new = math.max(math.min(new, math.max(acc, 0.5 * base)), 0.9 * math.min(acc, base))
+      new = math.min(new, math.max(acc, 0.5 * base))
     end
   end
   new = math.max(new, minRate)

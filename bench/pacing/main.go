@@ -2,8 +2,9 @@
 // server: N clients each make K requests through one shared Transport, and
 // the server refuses with 429 (no Retry-After) whatever exceeds its rate.
 // It compares full jitter alone with full jitter plus the Pacer (CUBIC and
-// AIMD), side by side in one run, and reports attempts per request and
-// completion time against the ideal (requests ÷ rate).
+// AIMD) and with a fixed limiter set to the server's rate, side by side in
+// one run, and reports attempts per request, completion time against the
+// ideal (requests ÷ rate), and the requests' p50 and p99 times.
 //
 //	go run ./pacing                 # an in-process token-bucket server
 //	go run ./pacing -server nginx   # a real nginx limit_req (installed from Debian if absent)
@@ -144,8 +145,8 @@ type strategy struct {
 	name  string
 	pacer func() *pace.Pacer // nil: none
 	// known spaces the attempts at the server's rate (-rate), known in
-	// advance, with a client-side token bucket under the Transport: the
-	// best a client can do, for comparison.
+	// advance, with a fixed client-side token bucket under the Transport,
+	// for comparison with a Pacer that learns the rate.
 	known bool
 }
 
@@ -181,7 +182,8 @@ type result struct {
 	attempts int64 // sent by the clients, as the server saw them
 	refused  int64 // answered 429
 	failed   int   // requests that did not end in a 200
-	// latencies are the requests' times, from first attempt to answer.
+	// latencies are the requests' times, from the call to its answer,
+	// waits for turns included.
 	latencies []time.Duration
 	events    []event // every attempt the server saw, in order of arrival
 	elapsed   time.Duration
@@ -255,11 +257,7 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	}
 	var under http.RoundTripper = base
 	if s.known {
-		lim := rate.NewLimiter(rate.Inf, 1)
-		if c.rate > 0 {
-			lim = rate.NewLimiter(rate.Limit(c.rate), 1)
-		}
-		under = limited{base: base, lim: lim}
+		under = limited{base: base, lim: newLimiter(c.rate)}
 	}
 	client := &http.Client{Transport: retry.New(under, opts...)}
 
@@ -365,7 +363,7 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 		a := byName[s.name]
 		n := float64(len(a.elapsed))
 		sort.Slice(a.elapsed, func(i, j int) bool { return a.elapsed[i] < a.elapsed[j] })
-		med := a.elapsed[len(a.elapsed)/2]
+		med := quantile(a.elapsed, 0.5)
 		ratio := "-"
 		if ideal > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(med)/float64(ideal))
@@ -376,6 +374,15 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 			quantile(a.latencies, 0.99).Round(time.Millisecond))
 	}
 	tw.Flush()
+}
+
+// newLimiter returns a token bucket of r tokens a second with a burst of
+// one; no limit when r is 0.
+func newLimiter(r float64) *rate.Limiter {
+	if r > 0 {
+		return rate.NewLimiter(rate.Limit(r), 1)
+	}
+	return rate.NewLimiter(rate.Inf, 1)
 }
 
 // quantile returns the q-quantile of the sorted durations, 0 if none.
@@ -439,11 +446,7 @@ func startServer(c config) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim := rate.NewLimiter(rate.Inf, 1)
-	if c.rate > 0 {
-		lim = rate.NewLimiter(rate.Limit(c.rate), 1)
-	}
-	f := &fakeServer{ln: ln, lim: lim, shed: c.shed}
+	f := &fakeServer{ln: ln, lim: newLimiter(c.rate), shed: c.shed}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go f.srv.Serve(ln)
 	return f, nil
