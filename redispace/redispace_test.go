@@ -166,6 +166,30 @@ func TestCutsAndGrowth(t *testing.T) {
 	}
 }
 
+// A key engaged by a server's hint, with no throttle before it, grows
+// its rate back on successes as a cut key does.
+func TestHintEngagedKeyGrows(t *testing.T) {
+	rdb, _ := startRedis(t)
+	p := &Pacer{Client: rdb, InitialWindow: -1}
+	req := request(t, "api.example")
+	turn, _ := wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Success, Wait: time.Millisecond, Hinted: true})
+	r1 := rate(t, rdb, "api.example")
+	if r1 <= 0 {
+		t.Fatal("a spent quota did not engage the key")
+	}
+	// Ten seconds later (set back in Redis), with the fleet sending fast,
+	// a success grows the rate.
+	ctx := context.Background()
+	cut, _ := rdb.HGet(ctx, defaultPrefix+"api.example", "cut").Int64()
+	rdb.HSet(ctx, defaultPrefix+"api.example", "cut", cut-10_000_000, "measured", 1000)
+	turn, _ = wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Success})
+	if r2 := rate(t, rdb, "api.example"); !(r2 > r1) {
+		t.Errorf("rate %v after a success 10s after the key engaged on a hint; want above %v", r2, r1)
+	}
+}
+
 // A key new to the fleet is in slow start: at most InitialWindow attempts
 // unanswered at once, one slot more per answer, until a throttle.
 func TestSlowStart(t *testing.T) {

@@ -221,6 +221,9 @@ if hint >= 0 then
   if rate == 0 then
     engage()
     rate = math.max(measured, minRate)
+    -- Growth starts from here: with no cut yet, CUBIC's curve would
+    -- otherwise be scaled to a rate of 0 and never rise.
+    wmax, cut, win = rate, now, 0
   else
     drain()
   end
