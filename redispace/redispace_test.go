@@ -154,16 +154,24 @@ func TestCutsAndGrowth(t *testing.T) {
 	if r := rate(t, rdb, "api.example"); r != r2 {
 		t.Fatalf("rate %v after the first throttle since the cut; want %v", r, r2)
 	}
-	// Ten seconds after the cut (set back in Redis), a success grows the
-	// rate along the cubic curve.
+	// Ten seconds after the cut, a success grows the rate along the
+	// cubic curve.
+	if r3 := successTenSecondsOn(t, p, rdb, req); !(r3 > r2) {
+		t.Errorf("rate %v after a success 10s after the cut; want above %v", r3, r2)
+	}
+}
+
+// successTenSecondsOn sets req's key's last cut (or engaging) back ten
+// seconds in Redis, with the fleet measured sending fast, reports one
+// success, and returns the rate in force after it.
+func successTenSecondsOn(t *testing.T, p *Pacer, rdb *redis.Client, req *http.Request) float64 {
+	t.Helper()
 	ctx := context.Background()
 	cut, _ := rdb.HGet(ctx, defaultPrefix+"api.example", "cut").Int64()
 	rdb.HSet(ctx, defaultPrefix+"api.example", "cut", cut-10_000_000, "measured", 1000)
-	turn, _ = wait(t, p, req)
+	turn, _ := wait(t, p, req)
 	turn.Done(retry.Feedback{Class: retry.Success})
-	if r3 := rate(t, rdb, "api.example"); !(r3 > r2) {
-		t.Errorf("rate %v after a success 10s after the cut; want above %v", r3, r2)
-	}
+	return rate(t, rdb, "api.example")
 }
 
 // A key engaged by a server's hint, with no throttle before it, grows
@@ -178,14 +186,8 @@ func TestHintEngagedKeyGrows(t *testing.T) {
 	if r1 <= 0 {
 		t.Fatal("a spent quota did not engage the key")
 	}
-	// Ten seconds later (set back in Redis), with the fleet sending fast,
-	// a success grows the rate.
-	ctx := context.Background()
-	cut, _ := rdb.HGet(ctx, defaultPrefix+"api.example", "cut").Int64()
-	rdb.HSet(ctx, defaultPrefix+"api.example", "cut", cut-10_000_000, "measured", 1000)
-	turn, _ = wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Success})
-	if r2 := rate(t, rdb, "api.example"); !(r2 > r1) {
+	// Ten seconds later, a success grows the rate.
+	if r2 := successTenSecondsOn(t, p, rdb, req); !(r2 > r1) {
 		t.Errorf("rate %v after a success 10s after the key engaged on a hint; want above %v", r2, r1)
 	}
 }
