@@ -37,7 +37,8 @@ type Feedback struct {
 	// Class is the attempt's outcome class.
 	Class Class
 	// Response is the attempt's response, nil when it failed with an
-	// error. A Pacer may read its header, not its body.
+	// error. A Pacer may read its header, and peek at its body with
+	// [PeekBody], which puts back what it reads; not consume it.
 	Response *http.Response
 	// Wait is how long the server asked its clients to hold off, and
 	// Hinted whether it asked: the [ServerWait] of a throttled response

@@ -71,6 +71,41 @@ var throttleCodes = []string{
 	"TransactionInProgressException",
 }
 
+// conflictCodes are the throttle codes that refuse a request for what
+// another request is doing, not for the rate: Route 53's
+// PriorRequestNotComplete (a change to the zone is still pending) and
+// DynamoDB's TransactionInProgressException (a transaction on the item is
+// in progress). Sorted, for IsConflictCode.
+var conflictCodes = []string{
+	"PriorRequestNotComplete",
+	"TransactionInProgressException",
+}
+
+// IsConflictCode reports whether code refuses a request for what another
+// request is doing rather than for the rate: a throttle code (the request
+// was not processed, and is replayed) that a rate limiter should not
+// learn from. See [RateRefusal].
+func IsConflictCode(code string) bool {
+	_, ok := slices.BinarySearch(conflictCodes, code)
+	return ok
+}
+
+// RateRefusal reports whether a throttled outcome that a
+// [github.com/backoff-jitter/retry/pace.Pacer] is told of refused the
+// request for its rate: false for the conflict codes (see
+// [IsConflictCode]), which come at any rate, and true otherwise, an
+// error response without a code and a 429 or 503 included. Set it as
+// the Pacer's Refusal with [Classify] as the Transport's classifier:
+//
+//	pacer := &pace.Pacer{Refusal: awsretry.RateRefusal}
+//	rt := retry.New(nil, retry.WithClassifier(awsretry.Classify), retry.WithPacer(pacer))
+//
+// It reads the error code as [ErrorCode] does, and leaves the body whole.
+func RateRefusal(f retry.Feedback) bool {
+	code, ok := ErrorCode(f.Response)
+	return !ok || !IsConflictCode(code)
+}
+
 // transientCodes are the codes the SDKs retry as transient: the server gave
 // up waiting for the request (S3 sends RequestTimeout as 400). Whether it
 // was processed is not stated, so they are [retry.Transient], replayed only

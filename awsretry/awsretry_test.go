@@ -4,19 +4,23 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/jarcoal/httpmock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/pace"
 )
 
 const (
@@ -351,4 +355,86 @@ func FuzzErrorCode(f *testing.F) {
 			t.Fatalf("body after ErrorCode = %q, %v; want %q", all, err, body)
 		}
 	})
+}
+
+// RateRefusal tells a Pacer that a conflict is no refusal for the rate,
+// and every other throttle is; it leaves the body whole for the caller.
+func TestRateRefusal(t *testing.T) {
+	require.True(t, slices.IsSorted(conflictCodes), "IsConflictCode's binary search needs a sorted list")
+	for _, code := range conflictCodes {
+		assert.True(t, IsThrottleCode(code), "conflict code %q is no throttle code: the Transport would not replay it", code)
+	}
+	dynamoConflict := `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionInProgressException","message":"Transaction is ongoing for the item"}`
+	for _, tt := range []struct {
+		name   string
+		status int
+		header http.Header
+		body   string
+		want   bool
+	}{
+		{"Route 53 Throttling", 400, nil, route53Throttling, true},
+		{"Route 53 PriorRequestNotComplete", 400, nil, route53Prior, false},
+		{"DynamoDB ProvisionedThroughputExceededException", 400, nil, dynamoThrottle, true},
+		{"DynamoDB TransactionInProgressException", 400, nil, dynamoConflict, false},
+		{"conflict in x-amzn-ErrorType", 400, http.Header{"X-Amzn-Errortype": {"PriorRequestNotComplete:http://internal"}}, "", false},
+		{"429 without a body", 429, nil, "", true},
+		{"503 with a body that is no error document", 503, nil, "<html>busy</html>", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := newResponse(tt.status, tt.header, tt.body)
+			assert.Equal(t, tt.want, RateRefusal(retry.Feedback{Class: retry.Throttled, Response: resp}))
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, tt.body, string(b), "the body after RateRefusal")
+		})
+	}
+	assert.True(t, RateRefusal(retry.Feedback{Class: retry.Throttled}), "no response")
+}
+
+// Through a Transport over a real server: a POST answered twice
+// PriorRequestNotComplete, then accepted. The Pacer with RateRefusal
+// never engages; without it, the conflicts engage it. The server counts
+// three executions and the caller gets the final answer's body.
+func TestRateRefusalThroughTransport(t *testing.T) {
+	for _, withRefusal := range []bool{true, false} {
+		t.Run(fmt.Sprint("Refusal=", withRefusal), func(t *testing.T) {
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if string(body) != "<change/>" {
+					w.WriteHeader(http.StatusInternalServerError)
+					return
+				}
+				w.Header().Set("Content-Type", "text/xml")
+				if n.Add(1) <= 2 {
+					w.WriteHeader(http.StatusBadRequest)
+					io.WriteString(w, route53Prior)
+					return
+				}
+				io.WriteString(w, "<ChangeResourceRecordSetsResponse/>")
+			}))
+			defer srv.Close()
+			pacer := &pace.Pacer{InitialWindow: -1}
+			if withRefusal {
+				pacer.Refusal = RateRefusal
+			}
+			base := srv.Client().Transport
+			rt := retry.New(base, retry.WithClassifier(Classify), retry.WithPacer(pacer),
+				retry.WithBackoff(retry.Constant{Base: time.Millisecond}))
+			client := &http.Client{Transport: rt}
+			defer client.CloseIdleConnections()
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/2013-04-01/hostedzone/Z1/rrset", strings.NewReader("<change/>"))
+			require.NoError(t, err)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			all, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			assert.Equal(t, http.StatusOK, resp.StatusCode)
+			assert.Equal(t, "<ChangeResourceRecordSetsResponse/>", string(all))
+			assert.Equal(t, int32(3), n.Load(), "executions")
+			_, engaged := pacer.Rate(strings.TrimPrefix(srv.URL, "http://"))
+			assert.Equal(t, !withRefusal, engaged, "engaged by two PriorRequestNotComplete")
+		})
+	}
 }

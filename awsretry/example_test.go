@@ -5,9 +5,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/awsretry"
+	"github.com/backoff-jitter/retry/pace"
 )
 
 func ExampleClassify() {
@@ -57,4 +59,26 @@ func ExampleErrorCode() {
 	code, ok := awsretry.ErrorCode(resp)
 	fmt.Println(code, ok, awsretry.IsThrottleCode(code))
 	// Output: ThrottlingException true true
+}
+
+func ExampleRateRefusal() {
+	// Route 53 answers a burst with Throttling, and a change to a zone
+	// whose last change is still pending with PriorRequestNotComplete.
+	// Both are replayed; only Throttling says the rate is too high.
+	pacer := &pace.Pacer{Refusal: awsretry.RateRefusal}
+	rt := retry.New(nil, retry.WithClassifier(awsretry.Classify), retry.WithPacer(pacer))
+	_ = &http.Client{Transport: rt}
+
+	for _, code := range []string{"Throttling", "PriorRequestNotComplete"} {
+		resp := &http.Response{
+			StatusCode: http.StatusBadRequest,
+			Header:     http.Header{},
+			Body: io.NopCloser(strings.NewReader(`<ErrorResponse xmlns="https://route53.amazonaws.com/doc/2013-04-01/">` +
+				`<Error><Type>Sender</Type><Code>` + code + `</Code></Error></ErrorResponse>`)),
+		}
+		fmt.Println(code, awsretry.RateRefusal(retry.Feedback{Class: retry.Throttled, Response: resp}))
+	}
+	// Output:
+	// Throttling true
+	// PriorRequestNotComplete false
 }

@@ -80,6 +80,15 @@ const (
 	shedMaxShare    = 0.4
 	shedLowRate     = 0.7
 	shedMinRefusals = 3
+	// A steady limit (see rateCurve.learn): throttles at rates within
+	// steadyBand of each other find the same limit; the rate then grows
+	// back to plateauShare of the lowest of them and holds there for
+	// holdBase, doubled for each throttle more that finds it, up to
+	// holdMax, before probing above it again.
+	steadyBand   = 1.15
+	plateauShare = 0.95
+	holdBase     = 2 * time.Second
+	holdMax      = 8 * time.Second
 )
 
 // Pacer spaces the attempts sent to each host at a rate it learns from the
@@ -123,6 +132,20 @@ const (
 // at, they too are void, so that a queue does not hold the client at an
 // old rate.
 //
+// A limit that stays where it is would be found again and again: a curve
+// that grows back to the rate of the last throttle and probes above it is
+// refused within seconds, every time (against a limit of 5 requests a
+// second, about once a second, averaging 4 successes a second). So once
+// two throttles come at rates within 15 % of each other, the Pacer takes
+// them for one limit, at the lower rate, and the rate grows back only to
+// 0.95 times that and holds there: 2 s, then twice as long for each
+// throttle more that finds the same limit, up to 8 s, before it probes
+// above again. A throttle during the hold lowers the limit to the rate
+// it came at; the probe's throttle after a whole hold moves it halfway to
+// the probe's rate (timing noise refuses some attempts paced below the
+// limit, and the lowest rate alone would only ever fall); a throttle 15 %
+// above or below it starts afresh.
+//
 // Server hints set the pace before the server has to refuse: a response
 // whose IETF RateLimit field says no quota remains (r=0, or
 // RateLimit-Remaining: 0) pauses the key until the reset it names, and a
@@ -132,13 +155,16 @@ const (
 //
 // Every throttled outcome teaches the rate, a 503 (Service Unavailable)
 // included: it is how S3 (SlowDown) and Azure Storage (ServerBusy)
-// throttle. An outage refuses everything, and the rate it teaches would
-// starve the key once the server is back; it is told apart from a limit
-// by its silence. A success after half a second without one, and ten
-// times the usual spacing of successes before the refusals began (2 s at
-// 5 requests a second: a limiter that admits its quota at the start of
-// each second is silent for most of it), ends an outage: the key starts
-// afresh, in slow start. A key refused from its first attempt on, with no
+// throttle. Refusal sets aside those that are not about the rate, such
+// as Route 53's PriorRequestNotComplete (a conflict): a limit learned
+// from them would hold the client below the real one. An outage refuses
+// everything, and the rate it teaches would starve the key once the
+// server is back; it is told apart from a limit by its silence. A
+// success after half a second without one, and ten times the usual
+// spacing of successes before the refusals began (2 s at 5 requests a
+// second: a limiter that admits its quota at the start of each second is
+// silent for most of it), ends an outage: the key starts afresh, in slow
+// start. A key refused from its first attempt on, with no
 // success to measure, holds its rate at a quarter of the first cut's,
 // probing, so that the requests waiting for turns are not pushed past
 // their deadlines by a rate that says nothing of the server.
@@ -180,6 +206,19 @@ type Pacer struct {
 
 	// Adapt chooses how the rate is adjusted. Zero means [AdaptCubic].
 	Adapt Adapt
+
+	// Refusal, if not nil, reports whether a throttled outcome refused
+	// the attempt for the rate it was sent at. Nil means every throttled
+	// outcome did. Some refusals that a classifier rightly calls
+	// Throttled (refused before processing, safe to replay) are not about
+	// the rate: Route 53's PriorRequestNotComplete says a change to the
+	// zone is still pending, and comes at any rate. Learned as a rate
+	// limit, they would cut the rate and hold it below the real limit;
+	// outcomes that Refusal rejects teach the Pacer nothing.
+	// [github.com/backoff-jitter/retry/awsretry.RateRefusal] is one for
+	// AWS APIs. Refusal may read the response's header and peek at its
+	// body with [retry.PeekBody], not consume it.
+	Refusal func(retry.Feedback) bool
 
 	// InitialWindow is how many attempts a key that is new to the Pacer
 	// may have unanswered at once, in slow start (see above). Zero means
@@ -243,6 +282,65 @@ type rateCurve struct {
 	lastCut time.Time // time of the last throttle
 	cutTo   float64   // the rate the last throttle cut to
 	window  float64   // seconds the cubic curve takes back to lastMax
+	// limit is the lowest rate in force at a throttle since the throttles
+	// began to find the same limit, and steady how many throttles more
+	// have found it since the first (see learn); 0 and 0: none yet.
+	limit  float64
+	steady int
+}
+
+// learn updates the steady limit after a throttle at rate base, the rate
+// in force (engaged) or the rate the client was measured sending at, t
+// seconds after the last cut.
+//
+// On a steady limit, a curve that grows back to the rate of the last
+// throttle and probes above it finds the limit again within seconds,
+// and pays for it each time with a refusal and a cut: against nginx's
+// limit_req at 5 requests/s, CUBIC alone was refused about once a second
+// and averaged 4 successes a second, 0.8 of the limit. So throttles at
+// rates within steadyBand of each other are taken to find one limit, its
+// rate the lowest of theirs (a throttle below the others is the closer
+// measure), and the curve holds below it for a while (see hold). But a
+// throttle of the probe that follows a whole hold without one moves the
+// limit halfway to its rate: timing noise (attempts that arrive late,
+// then one on time) can refuse an attempt paced below the limit, and the
+// lowest rate alone would only ever fall. A throttle clearly above or
+// below the limit begins again: the limit moved.
+func (r *rateCurve) learn(base float64, engaged bool, t float64, adapt Adapt) {
+	switch {
+	case !engaged || r.limit <= 0 || base > steadyBand*r.limit || base*steadyBand < r.limit:
+		r.limit, r.steady = base, 0
+	case r.steady > 0 && t > r.reach(adapt)+r.hold().Seconds():
+		r.limit, r.steady = (r.limit+base)/2, r.steady+1
+	default:
+		r.limit, r.steady = min(r.limit, base), r.steady+1
+	}
+}
+
+// hold returns how long the curve holds at plateauShare of a steady
+// limit before it probes above it: 0 until a second throttle finds the
+// limit, then holdBase, doubled for each throttle more, up to holdMax.
+// Probing less often on a limit found again and again spends fewer
+// refusals on it, and the limit moving shows within holdMax.
+func (r *rateCurve) hold() time.Duration {
+	if r.steady == 0 {
+		return 0
+	}
+	return min(holdBase<<min(r.steady-1, 8), holdMax)
+}
+
+// reach returns the seconds after the last cut at which the curve of
+// adapt reaches plateauShare of the steady limit: 0 if the cut left the
+// rate there or above.
+func (r *rateCurve) reach(adapt Adapt) float64 {
+	p := plateauShare * r.limit
+	if r.cutTo >= p {
+		return 0
+	}
+	if adapt == AdaptAIMD {
+		return p - r.cutTo // one request per second per second
+	}
+	return max(r.window+math.Cbrt((p-r.lastMax)/cubicScale), 0)
 }
 
 // meter measures the rates the key is sent and accepted at, in buckets of
@@ -656,6 +754,9 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 	if class != retry.Throttled && class != retry.Success {
 		return // neither says anything about the server's rate limit
 	}
+	if class == retry.Throttled && p.Refusal != nil && !p.Refusal(f) {
+		return // refused, but not for the rate
+	}
 	pause, hinted := f.Wait, f.Hinted
 	if class == retry.Success {
 		s.meter.ok.Add(1)
@@ -761,6 +862,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		}
 	}
 	s.shed.cut(s, base)
+	s.rate.learn(base, s.engaged.Load(), now.Sub(s.rate.lastCut).Seconds(), adapt)
 	s.rate.lastMax = base
 	s.rate.lastCut = now
 	if s.outage.cutsSinceOK == 0 {
@@ -829,6 +931,13 @@ func (s *keyState) acceptedRate(now time.Time) float64 {
 // succeeded grows the rate back after a throttle.
 func (s *keyState) succeeded(now time.Time, adapt Adapt, minRate float64) {
 	t := now.Sub(s.rate.lastCut).Seconds()
+	if h := s.rate.hold(); h > 0 {
+		// On a steady limit the curve stops at plateauShare of it for
+		// the hold, then goes on from there.
+		if reach := s.rate.reach(adapt); t > reach {
+			t = max(reach, t-h.Seconds())
+		}
+	}
 	var next float64
 	switch adapt {
 	case AdaptAIMD:
@@ -929,6 +1038,7 @@ func (s *keyState) idle() {
 	s.void()
 	s.sched.next, s.rate.fill, s.sched.interval = time.Time{}, 0, 0
 	s.rate.lastMax, s.rate.cutTo, s.rate.window, s.sched.granted = 0, 0, 0, 0
+	s.rate.limit, s.rate.steady = 0, 0
 	s.outage.cutsSinceOK, s.outage.holding = 0, false
 	s.shed.endChain()
 }

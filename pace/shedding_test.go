@@ -14,10 +14,13 @@ import (
 
 // simServer is a server on the fake clock: a token bucket of rate
 // requests a second (0: no limit) with a burst of one, which also refuses
-// a share shed of the requests at random, whatever the load.
+// a share shed of the requests at random, whatever the load. An attempt
+// sent at a time arrives up to lag later, at random, and never before the
+// one sent before it: the network's and the server's own timing.
 type simServer struct {
 	rate   float64
 	shed   float64
+	lag    time.Duration
 	tokens float64
 	last   time.Time
 	rnd    *rand.Rand
@@ -29,6 +32,12 @@ func (s *simServer) answer(at time.Time) retry.Class {
 	}
 	if s.rate == 0 {
 		return retry.Success
+	}
+	if s.lag > 0 {
+		at = at.Add(time.Duration(s.rnd.Float64() * float64(s.lag)))
+		if at.Before(s.last) {
+			at = s.last
+		}
 	}
 	if !s.last.IsZero() {
 		s.tokens = min(1, s.tokens+at.Sub(s.last).Seconds()*s.rate)

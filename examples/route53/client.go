@@ -142,9 +142,11 @@ func newClient(endpoint, accessKey, secretKey string, rt http.RoundTripper) *rou
 // newPacer returns the Pacer of -pacer: one rate for each account, as
 // Route 53 limits, learned from its throttling. Share one Pacer among all
 // the clients (and Transports) of an account. See above for what it does
-// at 5 requests a second.
+// at 5 requests a second. PriorRequestNotComplete is replayed like a
+// throttle, but says a change to the zone is still pending, whatever the
+// rate: awsretry.RateRefusal keeps the Pacer from learning a rate from it.
 func newPacer() *pace.Pacer {
-	return &pace.Pacer{Key: accountKey}
+	return &pace.Pacer{Key: accountKey, Refusal: awsretry.RateRefusal}
 }
 
 // accountKey is the Pacer's key of a request: the account it counts

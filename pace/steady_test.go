@@ -1,0 +1,126 @@
+package pace
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/backoff-jitter/retry"
+	"github.com/stretchr/testify/assert"
+)
+
+// On a steady limit, a curve that grows back to the rate of the last
+// throttle and probes above it is refused again within seconds, every
+// time: against a limit of 5 requests a second, CUBIC alone averaged
+// about 4 successes a second and was refused about once a second. Once
+// throttles find the same limit again, the rate holds just below it, and
+// probes above it less and less often.
+func TestPacerHoldsBelowASteadyLimit(t *testing.T) {
+	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+		t.Run(fmt.Sprint(adapt), func(t *testing.T) {
+			p := &Pacer{Adapt: adapt}
+			// A queue of attempts far faster than the limit, which
+			// arrive up to 15 ms late (loopback nginx's measured spread).
+			srv := &simServer{rate: 5, lag: 15 * time.Millisecond, rnd: rand.New(rand.NewPCG(6, 7))}
+			warm, _, _ := simRun(t, p, srv, pacerEpoch, 50, 100)
+			const n = 1000 // 200 s at the limit
+			end, refused, disengaged := simRun(t, p, srv, warm, 50, n)
+			assert.Zero(t, disengaged)
+			rate := float64(n-refused) / end.Sub(warm).Seconds()
+			assert.Greater(t, rate, 0.85*5, "accepted per second; %d of %d refused", refused, n)
+			assert.Less(t, refused, n/20, "refused of %d; %.2f accepted per second", n, rate)
+		})
+	}
+}
+
+// learn takes throttles within steadyBand of each other for one limit,
+// the lowest of their rates; hold grows with each throttle that finds it
+// again; reach is when the curve gets to plateauShare of it.
+func TestRateCurveLearn(t *testing.T) {
+	var r rateCurve
+	r.learn(800, false, 0, AdaptCubic) // a cold start's burst, measured
+	assert.Equal(t, rateCurve{limit: 800}, r)
+	r.learn(5.4, true, 0, AdaptCubic)
+	assert.Equal(t, 5.4, r.limit)
+	assert.Zero(t, r.hold(), "one throttle is no steady limit")
+	for i, base := range []float64{5.2, 5.9, 5.3, 5.25, 5.5, 5.1, 5.6, 5.2, 5.3} {
+		r.learn(base, true, 0, AdaptCubic)
+		assert.Equal(t, i+1, r.steady)
+	}
+	assert.Equal(t, 5.1, r.limit)
+	assert.Equal(t, holdMax, r.hold())
+	r.steady = 1
+	assert.Equal(t, holdBase, r.hold())
+	r.steady = 3
+	assert.Equal(t, 4*holdBase, r.hold())
+	r.learn(2.5, true, 0, AdaptCubic) // the limit halved: begin again
+	assert.Equal(t, rateCurve{limit: 2.5}, r)
+	r.learn(2.6, true, 0, AdaptCubic)
+	r.learn(3.2, true, 0, AdaptCubic) // above the band
+	assert.Equal(t, rateCurve{limit: 3.2}, r)
+
+	// A throttle of the probe after a whole hold moves the limit halfway
+	// to its rate, up or down; one before the hold ends, to the lower.
+	r = rateCurve{limit: 4.6, steady: 2, lastMax: 4.6, cutTo: 3.2, window: math.Cbrt(1.4 / cubicScale)}
+	probe := r.reach(AdaptCubic) + r.hold().Seconds() + 0.5
+	r.learn(5.2, true, probe, AdaptCubic)
+	assert.InDelta(t, 4.9, r.limit, 1e-9)
+	assert.Equal(t, 3, r.steady)
+	r = rateCurve{limit: 4.6, steady: 2, lastMax: 4.6, cutTo: 3.2, window: math.Cbrt(1.4 / cubicScale)}
+	r.learn(5.2, true, probe-1, AdaptCubic)
+	assert.Equal(t, 4.6, r.limit)
+
+	// reach: CUBIC from a cut at 5 to 3.5, curve back in window seconds;
+	// AIMD one request per second per second.
+	r = rateCurve{limit: 5, steady: 1, lastMax: 5, cutTo: 3.5, window: math.Cbrt(1.5 / cubicScale)}
+	at := r.reach(AdaptCubic)
+	d := at - r.window
+	assert.InDelta(t, plateauShare*5, cubicScale*d*d*d+r.lastMax, 1e-9)
+	assert.InDelta(t, plateauShare*5-3.5, r.reach(AdaptAIMD), 1e-9)
+	r.cutTo = 4.9
+	assert.Zero(t, r.reach(AdaptCubic), "a cut that left the rate above the plateau")
+}
+
+// A throttle that Refusal says was not for the rate (a conflict, such as
+// Route 53's PriorRequestNotComplete) neither engages an idle key nor
+// cuts an engaged one's rate; without Refusal, the same throttles do both.
+func TestPacerRefusalIgnoresConflicts(t *testing.T) {
+	notConflict := func(f retry.Feedback) bool { return f.Response == nil || f.Response.Header.Get("X-Conflict") == "" }
+	// run feeds a Pacer successes, a conflict, a throttle, then conflicts
+	// a second apart; it returns whether the first conflict engaged the
+	// key, and the rate after the throttle and after the conflicts.
+	run := func(p *Pacer) (engagedByConflict bool, before, after float64) {
+		req := hostRequest(t, "api.example")
+		at := pacerEpoch
+		for i := 0; i < 20; i++ {
+			_, res := p.reserve(req, at)
+			p.observe(req, retry.Success, response(200), res.generation(), at)
+			at = at.Add(10 * time.Millisecond)
+		}
+		_, res := p.reserve(req, at)
+		p.observe(req, retry.Throttled, response(400, "X-Conflict", "1"), res.generation(), at)
+		_, engagedByConflict = p.Rate("api.example")
+		at = at.Add(10 * time.Millisecond)
+		_, res = p.reserve(req, at)
+		p.observe(req, retry.Throttled, response(429), res.generation(), at)
+		before, _ = p.Rate("api.example")
+		for i := 0; i < 5; i++ {
+			at = at.Add(time.Second)
+			d, res := p.reserve(req, at)
+			at = at.Add(d)
+			p.observe(req, retry.Throttled, response(400, "X-Conflict", "1"), res.generation(), at)
+		}
+		after, _ = p.Rate("api.example")
+		return engagedByConflict, before, after
+	}
+	engaged, before, after := run(&Pacer{Refusal: notConflict, InitialWindow: -1})
+	assert.False(t, engaged, "a conflict engaged the key")
+	assert.Less(t, before, 100.0, "the throttle did not engage the key")
+	assert.Equal(t, before, after, "conflicts cut the rate")
+
+	engaged, before, after = run(&Pacer{InitialWindow: -1})
+	assert.True(t, engaged, "without Refusal, a conflict is a throttle")
+	assert.Less(t, after, before, "without Refusal, conflicts cut the rate")
+}
