@@ -7,6 +7,9 @@ replace github.com/backoff-jitter/retry => ../
 replace github.com/backoff-jitter/retry/redispace => ../redispace
 
 require (
+	github.com/aws/aws-sdk-go-v2 v1.48.0
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
+	github.com/aws/aws-sdk-go-v2/service/route53 v1.70.10
 	github.com/backoff-jitter/retry v0.0.0-00010101000000-000000000000
 	github.com/backoff-jitter/retry/redispace v0.0.0-00010101000000-000000000000
 	github.com/failsafe-go/failsafe-go v0.9.8
@@ -19,6 +22,9 @@ require (
 )
 
 require (
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/bits-and-blooms/bitset v1.24.4 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect

@@ -10,6 +10,15 @@
 //	go run ./pacing -server nginx   # a real nginx limit_req (installed from Debian if absent)
 //	go run ./pacing -rounds 1 -svg pacing.svg -series series.csv
 //
+// With -api route53 the requests are Route 53 ListHostedZones calls made
+// by the AWS SDK for Go v2, and the server refuses as Route 53 does: 400
+// with a Throttling error document. The strategies are then retry's
+// Transport with the settings of examples/route53 (alone, with the Pacer,
+// and with the known-rate limiter) and the SDK's own retry modes, standard
+// and adaptive (its client-side CUBIC rate limiter), without the Transport:
+//
+//	go run ./pacing -api route53 -server nginx -rate 5 -clients 10 -requests 50 -rounds 1
+//
 // The server records when each attempt arrived and how it was answered:
 // -series writes the attempts accepted and refused per interval of every
 // run, and -svg draws those of each strategy's first run as a chart.
@@ -30,14 +39,22 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/route53"
+
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/awsretry"
 	"github.com/backoff-jitter/retry/bench/internal/chart"
 	"github.com/backoff-jitter/retry/bench/internal/nginx"
 	"github.com/backoff-jitter/retry/pace"
@@ -47,6 +64,8 @@ import (
 
 // config is the command line.
 type config struct {
+	api      string // get or route53
+	only     string // comma-separated strategy names, or "" for all
 	server   string
 	clients  int
 	requests int
@@ -64,6 +83,8 @@ type config struct {
 
 func main() {
 	var c config
+	flag.StringVar(&c.api, "api", "get", "the requests: get (plain GETs, refused with 429) or route53 (ListHostedZones through the AWS SDK, refused with 400 Throttling)")
+	flag.StringVar(&c.only, "only", "", "run only these strategies: names from the table, comma-separated")
 	flag.StringVar(&c.server, "server", "fake", "the rate-limited server: fake (in-process token bucket) or nginx (limit_req)")
 	flag.IntVar(&c.clients, "clients", 100, "concurrent clients")
 	flag.IntVar(&c.requests, "requests", 3, "requests each client makes, one after another")
@@ -92,6 +113,8 @@ func main() {
 // whose directory does not exist (better now than after the runs).
 func (c config) validate() error {
 	switch {
+	case c.api != "get" && c.api != "route53":
+		return fmt.Errorf("-api %q: want get or route53", c.api)
 	case c.server != "fake" && c.server != "nginx":
 		return fmt.Errorf("-server %q: want fake or nginx", c.server)
 	case c.clients < 1 || c.clients > 2000:
@@ -112,6 +135,9 @@ func (c config) validate() error {
 		return fmt.Errorf("-deadline %v: want 0 or more", c.deadline)
 	case c.interval < 10*time.Millisecond || c.interval > 10*time.Second || c.interval%time.Millisecond != 0:
 		return fmt.Errorf("-interval %v: want whole milliseconds from 10ms to 10s", c.interval)
+	}
+	if _, err := c.strategies(); err != nil {
+		return err
 	}
 	for _, f := range []struct{ flag, path string }{{"-csv", c.csv}, {"-series", c.series}, {"-svg", c.svg}} {
 		if err := checkOutput(f.path); err != nil {
@@ -148,6 +174,9 @@ type strategy struct {
 	// advance, with a fixed client-side token bucket under the Transport,
 	// for comparison with a Pacer that learns the rate.
 	known bool
+	// sdk, with -api route53, is the AWS SDK's retry mode, standard or
+	// adaptive, used instead of the Transport; "" for the Transport.
+	sdk string
 }
 
 var strategies = []strategy{
@@ -155,6 +184,45 @@ var strategies = []strategy{
 	{name: "FullJitter+Pacer(CUBIC)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptCubic} }},
 	{name: "FullJitter+Pacer(AIMD)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptAIMD} }},
 	{name: "FullJitter+Limiter(known)", known: true},
+}
+
+// route53Strategies are those of -api route53. The Transport's rows use
+// examples/route53's settings (its Pacer learns no rate from conflicts,
+// which ListHostedZones does not meet); the SDK's rows its retryer
+// instead, with the same attempts.
+var route53Strategies = []strategy{
+	{name: "Transport"},
+	{name: "Transport+Pacer(CUBIC)", pacer: func() *pace.Pacer { return &pace.Pacer{Refusal: awsretry.RateRefusal} }},
+	{name: "Transport+Limiter(known)", known: true},
+	{name: "SDK(standard)", sdk: "standard"},
+	{name: "SDK(adaptive)", sdk: "adaptive"},
+}
+
+// strategies returns the strategies to run, in the table's order: those
+// of c.api, only those named by c.only when it is set.
+func (c config) strategies() ([]strategy, error) {
+	all := strategies
+	if c.api == "route53" {
+		all = route53Strategies
+	}
+	if c.only == "" {
+		return all, nil
+	}
+	var names []string
+	for _, s := range all {
+		names = append(names, s.name)
+	}
+	var out []strategy
+	for name := range strings.SplitSeq(c.only, ",") {
+		i := slices.Index(names, strings.TrimSpace(name))
+		if i < 0 {
+			return nil, fmt.Errorf("-only: no strategy %q with -api %s (want some of %s)", name, c.api, strings.Join(names, ", "))
+		}
+		if !slices.ContainsFunc(out, func(s strategy) bool { return s.name == all[i].name }) {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
 }
 
 // limited is a RoundTripper that waits for a token of a limiter before
@@ -198,13 +266,17 @@ func run(c config, out io.Writer) error {
 	}
 	defer srv.close()
 
+	list, err := c.strategies()
+	if err != nil {
+		return err
+	}
 	ideal := idealTime(c)
 	fmt.Fprintf(out, "%d clients × %d requests against %s limited to %.0f requests/s (ideal %v), %d rounds\n\n",
 		c.clients, c.requests, srv.name(), c.rate, ideal.Round(time.Millisecond), c.rounds)
 
 	var results []result
 	for round := 1; round <= c.rounds; round++ {
-		for _, s := range strategies {
+		for _, s := range list {
 			// Let the server's bucket refill between runs.
 			if c.rate > 0 {
 				time.Sleep(time.Duration(float64(time.Second) * 2 / c.rate * 10))
@@ -217,7 +289,7 @@ func run(c config, out io.Writer) error {
 			results = append(results, r)
 		}
 	}
-	report(out, c, ideal, results)
+	report(out, list, ideal, results)
 	return writeFiles(c, srv.name(), results)
 }
 
@@ -245,21 +317,7 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	base := cleanhttp.DefaultPooledTransport()
 	base.MaxIdleConnsPerHost = c.clients
 	defer base.CloseIdleConnections()
-	opts := []retry.Option{
-		// Enough attempts for every request to get through even without
-		// pacing: the comparison is the work done, not who gives up.
-		retry.WithMaxAttempts(100),
-		retry.WithBackoff(retry.Exponential{Base: 10 * time.Millisecond, Cap: 2 * time.Second, Jitter: retry.FullJitter}),
-		retry.WithBudget(retry.NoBudget),
-	}
-	if s.pacer != nil {
-		opts = append(opts, retry.WithPacer(s.pacer()))
-	}
-	var under http.RoundTripper = base
-	if s.known {
-		under = limited{base: base, lim: newLimiter(c.rate)}
-	}
-	client := &http.Client{Transport: retry.New(under, opts...)}
+	call := newCaller(c, s, srv.url(), base)
 
 	mark, err := srv.mark()
 	if err != nil {
@@ -282,7 +340,7 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 					rctx, cancel = context.WithTimeout(ctx, c.deadline)
 				}
 				t0 := time.Now()
-				if !get(rctx, client, srv.url()) {
+				if !call(rctx) {
 					failed.Add(1)
 				}
 				d := time.Since(t0)
@@ -312,6 +370,75 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	}, nil
 }
 
+// newCaller returns the request of c.api, made with strategy s over base,
+// which reports whether it succeeded.
+func newCaller(c config, s strategy, url string, base http.RoundTripper) func(context.Context) bool {
+	var under http.RoundTripper = base
+	if s.known {
+		under = limited{base: base, lim: newLimiter(c.rate)}
+	}
+	if c.api == "route53" {
+		return route53Caller(s, url, under)
+	}
+	opts := []retry.Option{
+		// Enough attempts for every request to get through even without
+		// pacing: the comparison is the work done, not who gives up.
+		retry.WithMaxAttempts(100),
+		retry.WithBackoff(retry.Exponential{Base: 10 * time.Millisecond, Cap: 2 * time.Second, Jitter: retry.FullJitter}),
+		retry.WithBudget(retry.NoBudget),
+	}
+	if s.pacer != nil {
+		opts = append(opts, retry.WithPacer(s.pacer()))
+	}
+	client := &http.Client{Transport: retry.New(under, opts...)}
+	return func(ctx context.Context) bool { return get(ctx, client, url) }
+}
+
+// route53MaxAttempts is the attempts of a call with -api route53, for
+// the Transport and the SDK's retryer alike: examples/route53's.
+const route53MaxAttempts = 20
+
+// route53Caller returns a ListHostedZones call through a Route 53 client
+// of the AWS SDK at url: with strategy s's SDK retry mode over under, or
+// with one attempt per SDK call over a Transport with examples/route53's
+// settings (the Route 53 error codes, exponential backoff from 400 ms
+// capped at 1.6 s with equal jitter, a budget where a throttled retry
+// costs 1) and s's Pacer.
+func route53Caller(s strategy, url string, under http.RoundTripper) func(context.Context) bool {
+	var retryer aws.Retryer = aws.NopRetryer{}
+	rt := under
+	switch s.sdk {
+	case "standard":
+		retryer = sdkretry.NewStandard(func(o *sdkretry.StandardOptions) { o.MaxAttempts = route53MaxAttempts })
+	case "adaptive":
+		retryer = sdkretry.NewAdaptiveMode(func(o *sdkretry.AdaptiveModeOptions) {
+			o.StandardOptions = append(o.StandardOptions, func(o *sdkretry.StandardOptions) { o.MaxAttempts = route53MaxAttempts })
+		})
+	default:
+		opts := []retry.Option{
+			retry.WithClassifier(awsretry.Classify),
+			retry.WithMaxAttempts(route53MaxAttempts),
+			retry.WithBackoff(retry.Exponential{Base: 400 * time.Millisecond, Cap: 1600 * time.Millisecond, Jitter: retry.EqualJitter}),
+			retry.WithBudget(&retry.TokenBucket{ThrottledCost: 1}),
+		}
+		if s.pacer != nil {
+			opts = append(opts, retry.WithPacer(s.pacer()))
+		}
+		rt = retry.New(under, opts...)
+	}
+	client := route53.New(route53.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(strings.TrimSuffix(url, "/")),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDBENCHPACING", "secret", ""),
+		Retryer:      retryer,
+		HTTPClient:   &http.Client{Transport: rt},
+	})
+	return func(ctx context.Context) bool {
+		_, err := client.ListHostedZones(ctx, &route53.ListHostedZonesInput{})
+		return err == nil
+	}
+}
+
 // get makes one request and reports whether it ended in a 200.
 func get(ctx context.Context, client *http.Client, url string) bool {
 	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
@@ -337,7 +464,7 @@ func idealTime(c config) time.Duration {
 }
 
 // report prints the table: each strategy's mean over its runs.
-func report(out io.Writer, c config, ideal time.Duration, results []result) {
+func report(out io.Writer, list []strategy, ideal time.Duration, results []result) {
 	type agg struct {
 		attempts, refused float64
 		failed            int
@@ -359,7 +486,7 @@ func report(out io.Writer, c config, ideal time.Duration, results []result) {
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tattempts/request\trefused/run\tfailed\tmedian time\ttime/ideal\tp50 request\tp99 request\t")
-	for _, s := range strategies {
+	for _, s := range list {
 		a := byName[s.name]
 		n := float64(len(a.elapsed))
 		sort.Slice(a.elapsed, func(i, j int) bool { return a.elapsed[i] < a.elapsed[j] })
@@ -423,6 +550,9 @@ type fakeServer struct {
 	ln   net.Listener
 	lim  *rate.Limiter
 	shed float64 // the share refused at random, whatever the load
+	// route53 answers as nginx.StartRoute53 does: ListHostedZones'
+	// document, and 400 Throttling over the rate.
+	route53 bool
 
 	mu   sync.Mutex
 	hits []hit // every attempt, in order of arrival
@@ -436,7 +566,11 @@ type hit struct {
 
 func startServer(c config) (server, error) {
 	if c.server == "nginx" {
-		n, err := nginx.Start(c.rate, c.install)
+		start := nginx.Start
+		if c.api == "route53" {
+			start = nginx.StartRoute53
+		}
+		n, err := start(c.rate, c.install)
 		if err != nil {
 			return nil, err
 		}
@@ -446,7 +580,7 @@ func startServer(c config) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fakeServer{ln: ln, lim: newLimiter(c.rate), shed: c.shed}
+	f := &fakeServer{ln: ln, lim: newLimiter(c.rate), shed: c.shed, route53: c.api == "route53"}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go f.srv.Serve(ln)
 	return f, nil
@@ -456,18 +590,26 @@ func startServer(c config) (server, error) {
 // before answering, so that a run's record is complete when its last
 // response arrives.
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	status := http.StatusOK
+	status, refusal, ok := http.StatusOK, http.StatusTooManyRequests, "ok\n"
+	if f.route53 {
+		refusal, ok = http.StatusBadRequest, nginx.ListHostedZonesXML
+		w.Header().Set("Content-Type", "text/xml")
+	}
 	if !f.lim.Allow() || f.shed > 0 && mrand.Float64() < f.shed {
-		status = http.StatusTooManyRequests
+		status = refusal
 	}
 	f.mu.Lock()
 	f.hits = append(f.hits, hit{at: time.Now(), status: status})
 	f.mu.Unlock()
-	if status != http.StatusOK {
+	switch {
+	case status == http.StatusOK:
+		io.WriteString(w, ok)
+	case f.route53:
 		w.WriteHeader(status)
-		return
+		io.WriteString(w, nginx.ThrottlingXML)
+	default:
+		w.WriteHeader(status)
 	}
-	io.WriteString(w, "ok\n")
 }
 
 func (f *fakeServer) name() string {

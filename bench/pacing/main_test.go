@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,51 +18,80 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestRunSmall runs every strategy once against the in-process server, with
-// few clients, and checks that each finished every request, that the
-// table names each strategy, and that the series and the chart account
-// for every attempt.
+// TestRunSmall runs every strategy of each -api once against the
+// in-process server, with few clients, and checks that each finished every
+// request, that the table names each strategy, and that the series and the
+// chart account for every attempt.
 func TestRunSmall(t *testing.T) {
-	dir := t.TempDir()
-	c := config{server: "fake", clients: 10, requests: 2, rate: 400, rounds: 1, limit: 20 * time.Second,
-		interval: 10 * time.Millisecond, series: filepath.Join(dir, "series.csv"), svg: filepath.Join(dir, "pacing.svg")}
-	if err := c.validate(); err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := run(c, &out); err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	for _, s := range strategies {
-		line := ""
-		for _, l := range strings.Split(out.String(), "\n") {
-			if strings.Contains(l, s.name+" ") {
-				line = l
+	for _, api := range []string{"get", "route53"} {
+		t.Run(api, func(t *testing.T) {
+			dir := t.TempDir()
+			c := config{api: api, server: "fake", clients: 10, requests: 2, rate: 400, rounds: 1, limit: 20 * time.Second,
+				interval: 10 * time.Millisecond, series: filepath.Join(dir, "series.csv"), svg: filepath.Join(dir, "pacing.svg")}
+			if err := c.validate(); err != nil {
+				t.Fatal(err)
 			}
-		}
-		if line == "" {
-			t.Fatalf("no row for %s in:\n%s", s.name, out.String())
-		}
-		// The "failed" column is the third number on the row.
-		if f := strings.Fields(line); len(f) < 4 || f[3] != "0" {
-			t.Errorf("%s: requests failed: %q", s.name, line)
-		}
-	}
-	checkSeriesFile(t, c.series)
-	svg, err := os.ReadFile(c.svg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if series, err := svgSeries(string(svg)); err != nil {
-		t.Error(err)
-	} else if len(series) != len(strategies) {
-		t.Errorf("the chart has series %q; want one per strategy", series)
+			list, err := c.strategies()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := run(c, &out); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			for _, s := range list {
+				line := ""
+				for _, l := range strings.Split(out.String(), "\n") {
+					if strings.Contains(l, s.name+" ") {
+						line = l
+					}
+				}
+				if line == "" {
+					t.Fatalf("no row for %s in:\n%s", s.name, out.String())
+				}
+				// The "failed" column is the third number on the row.
+				if f := strings.Fields(line); len(f) < 4 || f[3] != "0" {
+					t.Errorf("%s: requests failed: %q", s.name, line)
+				}
+			}
+			checkSeriesFile(t, c.series, list)
+			svg, err := os.ReadFile(c.svg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if series, err := svgSeries(string(svg)); err != nil {
+				t.Error(err)
+			} else if len(series) != len(list) {
+				t.Errorf("the chart has series %q; want one per strategy", series)
+			}
+		})
 	}
 }
 
-// checkSeriesFile checks that the -series file parses and has every
-// strategy's 20 requests accepted, once each.
-func checkSeriesFile(t *testing.T, path string) {
+// TestOnly runs the strategies -only names, in the table's order, once
+// each, and refuses a name -api does not have.
+func TestOnly(t *testing.T) {
+	c := config{api: "route53", only: "SDK(adaptive), Transport+Pacer(CUBIC),SDK(adaptive)"}
+	list, err := c.strategies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list {
+		names = append(names, s.name)
+	}
+	if want := []string{"SDK(adaptive)", "Transport+Pacer(CUBIC)"}; !slices.Equal(names, want) {
+		t.Errorf("-only %q ran %q; want %q", c.only, names, want)
+	}
+	c.only = "FullJitter"
+	if _, err := c.strategies(); err == nil || !strings.Contains(err.Error(), "FullJitter") {
+		t.Errorf("-only FullJitter with -api route53: %v; want an error naming it", err)
+	}
+}
+
+// checkSeriesFile checks that the -series file parses and has the 20
+// requests of every strategy of list accepted, once each.
+func checkSeriesFile(t *testing.T, path string, list []strategy) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -80,7 +110,7 @@ func checkSeriesFile(t *testing.T, path string) {
 		}
 		accepted[row[0]] += n
 	}
-	for _, s := range strategies {
+	for _, s := range list {
 		if accepted[s.name] != 20 {
 			t.Errorf("%s: %d attempts accepted in the series; want 20", s.name, accepted[s.name])
 		}
@@ -93,19 +123,21 @@ func TestValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []config{
-		{server: "apache", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second},
-		{server: "fake", clients: 0, requests: 1, rate: 1, rounds: 1, limit: time.Second},
-		{server: "fake", clients: 1, requests: 1, rate: -1, rounds: 1, limit: time.Second, interval: time.Second},
-		{server: "nginx", clients: 1, requests: 1, rate: 0, rounds: 1, limit: time.Second, interval: time.Second},
-		{server: "nginx", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.1},
-		{server: "fake", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.95},
-		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: 0},
-		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 0},
-		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Millisecond},
-		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 15500 * time.Microsecond},
-		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Minute},
-		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, svg: "/no/such/dir/pacing.svg"},
-		{server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, series: filepath.Join(file, "series.csv")},
+		{api: "soap", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second},
+		{api: "get", only: "SDK(adaptive)", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second},
+		{api: "get", server: "apache", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second},
+		{api: "get", server: "fake", clients: 0, requests: 1, rate: 1, rounds: 1, limit: time.Second},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: -1, rounds: 1, limit: time.Second, interval: time.Second},
+		{api: "get", server: "nginx", clients: 1, requests: 1, rate: 0, rounds: 1, limit: time.Second, interval: time.Second},
+		{api: "get", server: "nginx", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.1},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.95},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: 0},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 0},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Millisecond},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 15500 * time.Microsecond},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Minute},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, svg: "/no/such/dir/pacing.svg"},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, series: filepath.Join(file, "series.csv")},
 	} {
 		if err := c.validate(); err == nil {
 			t.Errorf("validate(%+v) = nil; want an error", c)

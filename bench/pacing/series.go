@@ -15,14 +15,20 @@ type event struct {
 	status int
 }
 
-// counts are the attempts of one run and those refused with 429.
+// counts are the attempts of one run and those refused.
 type counts struct{ attempts, refused int64 }
+
+// refusal reports whether status is the server's refusal over its rate:
+// 429, or Route 53's 400 with -api route53 (nothing else is answered 400).
+func refusal(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusBadRequest
+}
 
 // countEvents counts the attempts and the refusals among evs.
 func countEvents(evs []event) counts {
 	c := counts{attempts: int64(len(evs))}
 	for _, e := range evs {
-		if e.status == http.StatusTooManyRequests {
+		if refusal(e.status) {
 			c.refused++
 		}
 	}
@@ -30,7 +36,7 @@ func countEvents(evs []event) counts {
 }
 
 // bin is the attempts of one interval: those answered 200 and those
-// refused with 429. Any other status (nginx's 499 for a request whose
+// refused (see refusal). Any other status (nginx's 499 for a request whose
 // client gave up, say) counts in neither.
 type bin struct{ accepted, refused int }
 
@@ -48,10 +54,10 @@ func binEvents(evs []event, width time.Duration) []bin {
 		for len(bins) <= k {
 			bins = append(bins, bin{})
 		}
-		switch e.status {
-		case http.StatusOK:
+		switch {
+		case e.status == http.StatusOK:
 			bins[k].accepted++
-		case http.StatusTooManyRequests:
+		case refusal(e.status):
 			bins[k].refused++
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,8 @@ type Server struct {
 	cmd  *exec.Cmd
 }
 
+// nginxConf is the config with its placeholders: {{dir}}, {{addr}},
+// {{rate}}, {{status}} (of a refusal) and {{locations}}.
 const nginxConf = `worker_processes 1;
 daemon off;
 pid {{dir}}/nginx.pid;
@@ -50,24 +53,67 @@ http {
 	scgi_temp_path {{dir}}/scgi;
 	keepalive_requests 100000;
 	limit_req_zone $server_name zone=api:1m rate={{rate}}r/s;
-	limit_req_status 429;
+	limit_req_status {{status}};
 	server {
 		listen {{addr}};
 		server_name api;
 		root {{dir}}/www;
-		location / {
-			# A static file, not "return": return runs in the rewrite
-			# phase, before limit_req's preaccess phase could refuse.
-			limit_req zone=api;
-		}
+{{locations}}
 	}
 }
 `
+
+// plainLocations serve "ok" at every path, limited. A static file, not
+// "return": return runs in the rewrite phase, before limit_req's
+// preaccess phase could refuse.
+const plainLocations = `		location / {
+			limit_req zone=api;
+		}`
+
+// route53Locations answer ListHostedZones (GET /2013-04-01/hostedzone)
+// with an empty list, limited, and refuse as Route 53 does: 400 with a
+// Throttling error document. The error page's own location has no limit.
+const route53Locations = `		location = /2013-04-01/hostedzone {
+			limit_req zone=api;
+			default_type text/xml;
+			alias {{dir}}/www/list.xml;
+		}
+		location = /throttled.xml {
+			internal;
+			default_type text/xml;
+		}
+		error_page 400 /throttled.xml;`
+
+// ListHostedZonesPath is the path of Route 53's ListHostedZones call.
+const ListHostedZonesPath = "/2013-04-01/hostedzone"
+
+// The documents of StartRoute53: an empty list of zones, and Route 53's
+// answer over its rate.
+const (
+	ListHostedZonesXML = `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<ListHostedZonesResponse xmlns="https://route53.amazonaws.com/doc/2013-04-01/"><HostedZones></HostedZones><IsTruncated>false</IsTruncated><MaxItems>100</MaxItems></ListHostedZonesResponse>` + "\n"
+	ThrottlingXML      = `<?xml version="1.0"?>` + "\n" + `<ErrorResponse xmlns="https://route53.amazonaws.com/doc/2013-04-01/"><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error><RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>` + "\n"
+)
 
 // Start starts nginx limiting every request to rate requests a second
 // (no burst), answering the others 429; with install, it installs Debian's
 // nginx-light first when nginx is absent.
 func Start(rate float64, install bool) (*Server, error) {
+	return start(rate, install, http.StatusTooManyRequests, plainLocations, map[string]string{"index.html": "ok\n"})
+}
+
+// StartRoute53 starts nginx as a Route 53-style API: ListHostedZones
+// (GET [ListHostedZonesPath]) limited to rate requests a second (no
+// burst), the others answered as Route 53 answers over its rate, 400 with
+// a Throttling error document; every other path is 404. With install, it
+// installs Debian's nginx-light first when nginx is absent.
+func StartRoute53(rate float64, install bool) (*Server, error) {
+	return start(rate, install, http.StatusBadRequest, route53Locations,
+		map[string]string{"list.xml": ListHostedZonesXML, "throttled.xml": ThrottlingXML})
+}
+
+// start starts nginx with locations, refusing with status over rate, and
+// the files of its root directory, by name.
+func start(rate float64, install bool, status int, locations string, files map[string]string) (*Server, error) {
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		bin = "/usr/sbin/nginx"
@@ -90,16 +136,20 @@ func Start(rate float64, install bool) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// nginx's workers run as an unprivileged user: they must read the page.
+	// nginx's workers run as an unprivileged user: they must read the pages.
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	conf := strings.NewReplacer("{{dir}}", dir, "{{rate}}", strconv.FormatFloat(rate, 'f', -1, 64), "{{addr}}", addr).Replace(nginxConf)
+	conf := strings.NewReplacer("{{locations}}", locations).Replace(nginxConf)
+	conf = strings.NewReplacer("{{dir}}", dir, "{{rate}}", strconv.FormatFloat(rate, 'f', -1, 64),
+		"{{addr}}", addr, "{{status}}", strconv.Itoa(status)).Replace(conf)
 	if err := os.MkdirAll(filepath.Join(dir, "www"), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "www", "index.html"), []byte("ok\n"), 0o644); err != nil {
-		return nil, err
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, "www", name), []byte(body), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	confPath := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {

@@ -1,6 +1,8 @@
 package nginx
 
 import (
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -69,5 +71,52 @@ func TestParseLog(t *testing.T) {
 	}
 	if got := ParseLog(nil, start, end); got != nil {
 		t.Errorf("ParseLog(nil) = %v; want nil", got)
+	}
+}
+
+// TestRoute53 starts the Route 53-style nginx, when nginx is installed, and
+// checks that it answers ListHostedZones, refuses the call after it, too
+// soon for a rate of 1 a second, as Route 53 does, and logs both.
+func TestRoute53(t *testing.T) {
+	n, err := StartRoute53(1, false)
+	if err != nil {
+		t.Skipf("no nginx: %v", err)
+	}
+	defer n.Close()
+	mark, err := n.Mark()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	get := func() (int, string) {
+		t.Helper()
+		resp, err := client.Get(strings.TrimSuffix(n.URL(), "/") + ListHostedZonesPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/xml" {
+			t.Errorf("Content-Type %q; want text/xml", ct)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if status, body := get(); status != http.StatusOK || body != ListHostedZonesXML {
+		t.Errorf("first call: %d %q; want 200 and the empty list", status, body)
+	}
+	if status, body := get(); status != http.StatusBadRequest || body != ThrottlingXML {
+		t.Errorf("second call: %d %q; want 400 and the Throttling document", status, body)
+	}
+	evs, err := n.Since(mark, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Status != http.StatusOK || evs[1].Status != http.StatusBadRequest {
+		t.Errorf("logged %+v; want a 200 then a 400", evs)
 	}
 }
