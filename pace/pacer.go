@@ -1181,6 +1181,9 @@ func (s *keyState) disengage() {
 	s.idle()
 	s.shed.epN, s.shed.epK = 0, 0
 	s.sched.paused = time.Time{}
+	// The refusals that led here are the share's, not above it: noise
+	// weighs the throttles that come after.
+	s.meter.refused, s.meter.lastRefused = 0, 0
 }
 
 // noise reports whether a throttle is no more than the key's refusals
