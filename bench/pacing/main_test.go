@@ -59,6 +59,9 @@ func TestRunSmall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if want := sharedBy(c); !strings.Contains(string(svg), want) {
+				t.Errorf("the chart does not say %q", want)
+			}
 			if series, err := svgSeries(string(svg)); err != nil {
 				t.Error(err)
 			} else if len(series) != len(list) {

@@ -49,6 +49,15 @@ type panel struct {
 }
 
 // figureOf makes the chart of the first round of each strategy.
+// sharedBy says what the clients of a run share: one Transport, or, with
+// -api route53, one SDK client (whose rows may have no Transport).
+func sharedBy(c config) string {
+	if c.api == "route53" {
+		return "ListHostedZones through one shared AWS SDK client"
+	}
+	return "one shared retry Transport"
+}
+
 func figureOf(c config, serverName string, results []result) figure {
 	var first []result
 	var span time.Duration
@@ -63,8 +72,8 @@ func figureOf(c config, serverName string, results []result) figure {
 	f := figure{
 		title: fmt.Sprintf("%d clients × %d requests against %s at %g requests/s",
 			c.clients, c.requests, serverName, c.rate),
-		subtitle: fmt.Sprintf("Attempts per %v the server saw in the first run of each strategy (one shared retry Transport); ideal time %v.",
-			width, ideal.Round(time.Millisecond)),
+		subtitle: fmt.Sprintf("Attempts per %v the server saw in the first run of each strategy (%s); ideal time %v.",
+			width, sharedBy(c), ideal.Round(time.Millisecond)),
 		interval: width,
 		capacity: c.rate * float64(width.Milliseconds()) / 1000,
 	}

@@ -31,28 +31,30 @@ import (
 // a client-side rate limit shared by its goroutines: a Pacer keyed by the
 // account (newPacer, which learns the rate from the throttling), or a
 // golang.org/x/time/rate limiter of 5 a second in front of the client.
-// Measured in 3 runs of each, interleaved (go run . -workers 50, then
-// with -pacer):
+// Measured on 2026-12-01 at 6f2024c (go run . -workers 50 twice, then
+// with -pacer five times):
 //
 //   - Retries alone, 50 goroutines, 250 calls: some 40 requests a second
 //     are throttled, and the failed throttled retries soon empty the
 //     budget (newBudget, 500 tokens at 1 a throttle), which then returns
-//     each throttle at once. Only 70 to 101 calls
-//     succeeded; 89 to 110 failed "retry budget exhausted" (1 ran out of
-//     its 20 attempts), and 59 to 70 looks at a failed change were not
-//     made; 688 to 703 Throttling answers, in 16 to 23 seconds.
-//   - With the Pacer: all 250 calls succeeded in every run, after 92 to 96
+//     each throttle at once. Only 77 to 88 calls succeeded; 98 to 104
+//     failed "retry budget exhausted", and 64 to 69 looks at a failed
+//     change were not made; about 585 Throttling answers, in 18 seconds.
+//   - With the Pacer: all 250 calls succeeded in every run, after 31 to 79
 //     Throttling answers (most in the first second, before the rate is
-//     known), in 64 to 68 seconds, where 5 requests a second need 50. It
-//     ended the runs pacing at 4.8 to 5.4 requests a second. It dips to
-//     2.1 to 2.8 a second at times: awsretry.Classify calls the fake's
-//     PriorRequestNotComplete answers (a zone's change still PENDING)
-//     throttling, as the AWS SDKs do, and the Pacer takes them for the
-//     account's rate limit.
+//     known), in 59 to 62 seconds, where 5 requests a second need 50. It
+//     ended the runs pacing at 4.8 to 4.9 requests a second, and dipped
+//     to 3.5 to 3.8 after a throttle. Its Refusal, awsretry.RateRefusal,
+//     keeps it from learning a rate from the fake's PriorRequestNotComplete
+//     answers (a zone's change still PENDING), which awsretry.Classify
+//     calls throttling, as the AWS SDKs do: before it had one, the Pacer
+//     took them for the account's limit, dipped to 2.1 to 2.8 a second,
+//     and took 64 to 68 seconds.
 //
-// With the default 10 goroutines (go run . and go run . -pacer) every call
-// succeeds either way; the Pacer cuts the Throttling answers from 66–71 to
-// 27–29, in about the same time (12.3–12.6 seconds against 11.4–12.7).
+// With the default 10 goroutines (go run . and go run . -pacer, 3 runs of
+// each) every call succeeds either way; the Pacer cuts the Throttling
+// answers from 63–78 to 24–30, in about the same time (11.7–13.4 seconds
+// against 11.4–12.6).
 const (
 	// callTimeout bounds each call, all its attempts and waits included.
 	// It must stay well inside the 5 minutes a SigV4 signature lasts,

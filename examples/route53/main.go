@@ -31,11 +31,11 @@
 // their attempts counted by the server.
 //
 // It needs no network beyond 127.0.0.1 and no AWS account. In 3 runs of
-// each, go run . took 11.4 to 12.7 seconds (at 5 requests a second, 50
-// calls need 9) and go run . -pacer 12.3 to 12.6; go run . -workers 50
-// took 16 to 23 seconds, with 89 to 110 of the 250 calls failing on the
-// retry budget, and go run . -workers 50 -pacer 64 to 68 seconds, with
-// every call a success. client.go has the details.
+// each, go run . took 11.4 to 12.6 seconds (at 5 requests a second, 50
+// calls need 9) and go run . -pacer 11.7 to 13.4; go run . -workers 50
+// took 18 seconds, with 98 to 104 of the 250 calls failing on the retry
+// budget (2 runs), and go run . -workers 50 -pacer 59 to 62 seconds, with
+// every call a success (5 runs). client.go has the details.
 package main
 
 import (
