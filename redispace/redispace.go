@@ -95,6 +95,13 @@ type Pacer struct {
 	// Pacer's own, with the same Key and MinRate.
 	Fallback retry.Pacer
 
+	// Refusal, if not nil, reports whether a throttled outcome refused the
+	// attempt for the rate, as [pace.Pacer.Refusal]: the others (a
+	// conflict, such as Route 53's PriorRequestNotComplete) teach the
+	// fleet nothing. Nil means every throttled outcome did. The default
+	// Fallback has it too.
+	Refusal func(retry.Feedback) bool
+
 	// InitialWindow is how many attempts a key new to the fleet may have
 	// unanswered at once, in slow start, as [pace.Pacer.InitialWindow]:
 	// every success opens one slot more, a throttle ends it, and it lasts
@@ -222,7 +229,11 @@ func (t *turn) Done(f retry.Feedback) {
 	case retry.Success:
 		class = "ok"
 	case retry.Throttled:
-		class = "throttled"
+		if t.p.Refusal == nil || t.p.Refusal(f) {
+			class = "throttled"
+			break
+		}
+		fallthrough // refused, but not for the rate
 	default:
 		if !t.slot {
 			return // says nothing about the rate limit, and holds no slot
@@ -419,7 +430,7 @@ func (p *Pacer) fallbackPacer() retry.Pacer {
 	p.once.Do(func() {
 		p.fallback = p.Fallback
 		if p.fallback == nil {
-			p.fallback = &pace.Pacer{Key: p.Key, MinRate: p.MinRate}
+			p.fallback = &pace.Pacer{Key: p.Key, MinRate: p.MinRate, Refusal: p.Refusal}
 		}
 	})
 	return p.fallback

@@ -519,3 +519,25 @@ func TestQueueDrainsAtRateInForce(t *testing.T) {
 		t.Errorf("slept %v in all (%v) for a turn brought forward after the first; want about the first half alone", total, slept)
 	}
 }
+
+// A throttle that Refusal says was not for the rate (a conflict) does not
+// engage the key; an ordinary one does.
+func TestRefusalIgnoresConflicts(t *testing.T) {
+	rdb, _ := startRedis(t)
+	notConflict := func(f retry.Feedback) bool { return f.Response == nil || f.Response.Header.Get("X-Conflict") == "" }
+	p := &Pacer{Client: rdb, InitialWindow: -1, Refusal: notConflict}
+	req := request(t, "api.example")
+	conflict := &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"X-Conflict": {"1"}}}
+	for i := 0; i < 3; i++ {
+		turn, _ := wait(t, p, req)
+		turn.Done(retry.Feedback{Class: retry.Throttled, Response: conflict})
+	}
+	if r := rate(t, rdb, "api.example"); r != 0 {
+		t.Fatalf("rate %v after three conflicts; want 0 (not engaged)", r)
+	}
+	turn, _ := wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Throttled, Response: &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}})
+	if r := rate(t, rdb, "api.example"); r <= 0 {
+		t.Error("a throttle did not engage the key")
+	}
+}
