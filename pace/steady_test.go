@@ -124,3 +124,24 @@ func TestPacerRefusalIgnoresConflicts(t *testing.T) {
 	assert.True(t, engaged, "without Refusal, a conflict is a throttle")
 	assert.Less(t, after, before, "without Refusal, conflicts cut the rate")
 }
+
+// The hold does not keep the Pacer at a limit that moved: after two
+// minutes at 5/s, a limit halved (another client came) is followed down,
+// and a limit doubled is found by the next probes, within the minute.
+func TestPacerFollowsALimitThatMoves(t *testing.T) {
+	for _, to := range []float64{2.5, 10} {
+		t.Run(fmt.Sprint(to), func(t *testing.T) {
+			for seed := uint64(0); seed < 5; seed++ {
+				p := &Pacer{}
+				srv := &simServer{rate: 5, lag: 15 * time.Millisecond, rnd: rand.New(rand.NewPCG(seed, 7))}
+				warm, _, _ := simRun(t, p, srv, pacerEpoch, 50, 600)
+				srv.rate = to
+				n := int(to * 60) // a minute's worth at the new limit
+				end, refused, _ := simRun(t, p, srv, warm, 50, n)
+				rate := float64(n-refused) / end.Sub(warm).Seconds()
+				assert.Greater(t, rate, 0.75*to, "seed %d: accepted per second; %d of %d refused", seed, refused, n)
+				assert.Less(t, refused, n/5, "seed %d: refused; %.2f accepted per second", seed, rate)
+			}
+		})
+	}
+}
