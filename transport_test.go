@@ -1178,10 +1178,17 @@ func TestContentLengthMismatch(t *testing.T) {
 				resp, err := rt.RoundTrip(req)
 				if err == nil {
 					// The server answered before the body went wrong
-					// (HTTP/2 sends a short body as it is): its answer
-					// is returned, and not retried into a second send.
+					// (HTTP/2 sends a short body as it is), or, for a
+					// longer body, read the declared length in full and
+					// answered 503 before net/http found the bytes
+					// beyond it (a race over HTTP/1): its answer is
+					// returned, and not retried into a second send.
 					defer resp.Body.Close()
-					assert.Equal(t, 400, resp.StatusCode)
+					want := []int{400}
+					if tt.declared < 10 {
+						want = append(want, 503)
+					}
+					assert.Contains(t, want, resp.StatusCode)
 				} else {
 					assert.Contains(t, err.Error(), "ContentLength")
 					if tt.maxSeen > 0 {
