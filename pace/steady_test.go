@@ -145,3 +145,24 @@ func TestPacerFollowsALimitThatMoves(t *testing.T) {
 		})
 	}
 }
+
+// The test of shedding takes a share at the low rate for the chain's
+// first only when it is below twice what that share may have been. A
+// limit halved under AIMD: 4 % refused over 568 outcomes before the
+// chain's first cut, 3 of 26 (11.5 %) at the low rate, is a limit's
+// (with 0.05 of slack alone it passed for shedding); the same 3 refusals
+// against a first share of 1 in 40, measured far less closely, are not.
+func TestSheddingTestWeighsTheFirstShare(t *testing.T) {
+	state := func(hiK, hiN, loK, loN int) (*keyState, *shedding) {
+		s := &keyState{}
+		s.rate.fill = 3
+		s.shed = shedding{chainRate: 5.2, hiK: hiK, hiN: hiN, loK: loK, loN: loN}
+		return s, &s.shed
+	}
+	s, sh := state(22, 568, 3, 26)
+	assert.Equal(t, shedHold, sh.test(s), "4 percent before, 3 of 26 after")
+	s, sh = state(1, 40, 3, 60)
+	assert.Equal(t, shedIndependent, sh.test(s), "1 of 40 before, 3 of 60 after")
+	s, sh = state(22, 568, 2, 60)
+	assert.Equal(t, shedHold, sh.test(s), "two refusals are too few to tell")
+}
