@@ -522,12 +522,21 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 // writeCSV writes one row per run.
 func writeCSV(path string, results []result) error {
-	rows := [][]string{{"strategy", "round", "requests", "attempts", "refused", "failed", "elapsed_ms"}}
+	return chart.WriteCSV(path, csvRows(results))
+}
+
+// csvRows are the rows of the -csv file, header first: one per run, with
+// its requests' p50 and p99 times.
+func csvRows(results []result) [][]string {
+	rows := [][]string{{"strategy", "round", "requests", "attempts", "refused", "failed", "elapsed_ms", "p50_ms", "p99_ms"}}
 	for _, r := range results {
+		lat := slices.Clone(r.latencies)
+		slices.Sort(lat)
 		rows = append(rows, []string{r.strategy, strconv.Itoa(r.round), strconv.Itoa(r.requests), strconv.FormatInt(r.attempts, 10),
-			strconv.FormatInt(r.refused, 10), strconv.Itoa(r.failed), strconv.FormatInt(r.elapsed.Milliseconds(), 10)})
+			strconv.FormatInt(r.refused, 10), strconv.Itoa(r.failed), strconv.FormatInt(r.elapsed.Milliseconds(), 10),
+			strconv.FormatInt(quantile(lat, 0.5).Milliseconds(), 10), strconv.FormatInt(quantile(lat, 0.99).Milliseconds(), 10)})
 	}
-	return chart.WriteCSV(path, rows)
+	return rows
 }
 
 // server is the rate-limited server under test. It records every attempt

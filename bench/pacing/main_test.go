@@ -147,3 +147,23 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// The -csv rows carry each run's p50 and p99 request times, from its own
+// latencies, whatever their order.
+func TestCSVRows(t *testing.T) {
+	var lat []time.Duration
+	for i := 100; i >= 1; i-- {
+		lat = append(lat, time.Duration(i)*time.Millisecond)
+	}
+	rows := csvRows([]result{{strategy: "S", round: 2, requests: 100, attempts: 120, refused: 20, elapsed: 3 * time.Second, latencies: lat}})
+	want := [][]string{
+		{"strategy", "round", "requests", "attempts", "refused", "failed", "elapsed_ms", "p50_ms", "p99_ms"},
+		{"S", "2", "100", "120", "20", "0", "3000", "51", "100"},
+	}
+	if !slices.Equal(rows[0], want[0]) || !slices.Equal(rows[1], want[1]) || len(rows) != 2 {
+		t.Errorf("rows %q; want %q", rows, want)
+	}
+	if lat[0] != 100*time.Millisecond {
+		t.Error("csvRows sorted the run's own latencies")
+	}
+}
