@@ -174,9 +174,10 @@ const (
 // at any rate, and pacing slower would only queue the requests past
 // their deadlines. A limit's refusals fall as the rate falls below it.
 // So a chain of cuts is tested: once the rate is 0.7 times where the
-// chain began, a share refused as often as before the first cut (between
-// half and twice it, three refusals at least; the first share at most
-// 0.4) shows the refusals not to depend on the rate. The key goes back to
+// chain began, a share refused as often as before the first cut (at
+// least half of it, at most twice it plus two standard errors of its
+// measure, three refusals at least; the first share at most 0.4) shows
+// the refusals not to depend on the rate. The key goes back to
 // idle, its waiting attempts go on at once, and it remembers the share:
 // a throttle engages it again (or, engaged, cuts its rate) only when the
 // share refused over the last second or so is well above it (twice it,
@@ -282,9 +283,10 @@ type rateCurve struct {
 	lastCut time.Time // time of the last throttle
 	cutTo   float64   // the rate the last throttle cut to
 	window  float64   // seconds the cubic curve takes back to lastMax
-	// limit is the lowest rate in force at a throttle since the throttles
-	// began to find the same limit, and steady how many throttles more
-	// have found it since the first (see learn); 0 and 0: none yet.
+	// limit is the rate the throttles have found the limit at (the
+	// lowest of theirs, moved halfway toward a probe's; see learn), and
+	// steady how many throttles more have found it since the first; 0
+	// and 0: none yet.
 	limit  float64
 	steady int
 }
@@ -389,8 +391,8 @@ type outage struct {
 // moderate (at most shedMaxShare: a limit then refuses nothing once the
 // rate is cut by a third) and, at 0.7 times that rate or less, the
 // attempts paced at the rate in force are still refused at between half
-// and twice that share, the refusals do not come from the rate: the key
-// disengages, and remembers the share. A throttle then engages the key
+// and twice that share (see hiUpper), the refusals do not come from the
+// rate: the key disengages, and remembers the share. A throttle then engages the key
 // again, or cuts an engaged key's rate, only when the share refused over
 // the last two buckets is well above it (see noise), as a limit's
 // refusals grow with the rate. The chain ends when the share at the lower
@@ -1159,7 +1161,7 @@ func (sh *shedding) test(s *keyState) int {
 		// Refused more often at the lower rate: a limit, lower still.
 		sh.endChain()
 		return shedCut
-	case sh.loK >= shedMinRefusals && 2*float64(sh.loK) >= expected && lo <= 2*sh.hiUpper():
+	case sh.loK >= shedMinRefusals && 2*float64(sh.loK) >= expected && lo <= 2*sh.hiUpper(hi):
 		return shedIndependent
 	case expected >= 8 && 4*float64(sh.loK) < expected:
 		// Far fewer refusals than the share would bring (fewer than
@@ -1170,14 +1172,13 @@ func (sh *shedding) test(s *keyState) int {
 	return shedHold
 }
 
-// hiUpper is the chain's first share plus two standard errors: how high
+// hiUpper is the chain's first share, hi, plus two standard errors: how high
 // that share may have been, measured over hiN outcomes. A share at the
 // low rate above twice that is a limit's, even short of the 0.05 more
 // that ends the chain: after a limit halved, AIMD was refused 11 % at the
 // low rate against 4 % over 568 outcomes before, and 3 refusals of 26
 // passed for the same share.
-func (sh *shedding) hiUpper() float64 {
-	hi := float64(sh.hiK) / float64(sh.hiN)
+func (sh *shedding) hiUpper(hi float64) float64 {
 	return hi + 2*math.Sqrt(hi*(1-hi)/float64(sh.hiN))
 }
 

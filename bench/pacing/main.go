@@ -198,8 +198,8 @@ var route53Strategies = []strategy{
 	{name: "SDK(adaptive)", sdk: "adaptive"},
 }
 
-// strategies returns the strategies to run, in the table's order: those
-// of c.api, only those named by c.only when it is set.
+// strategies returns the strategies to run: those of c.api in the
+// table's order, or, when c.only is set, those it names, in its order.
 func (c config) strategies() ([]strategy, error) {
 	all := strategies
 	if c.api == "route53" {
@@ -248,7 +248,7 @@ type result struct {
 	round    int
 	requests int
 	attempts int64 // sent by the clients, as the server saw them
-	refused  int64 // answered 429
+	refused  int64 // answered with a refusal (see refusal)
 	failed   int   // requests that did not end in a 200
 	// latencies are the requests' times, from the call to its answer,
 	// waits for turns included.
@@ -401,9 +401,12 @@ const route53MaxAttempts = 20
 // route53Caller returns a ListHostedZones call through a Route 53 client
 // of the AWS SDK at url: with strategy s's SDK retry mode over under, or
 // with one attempt per SDK call over a Transport with examples/route53's
-// settings (the Route 53 error codes, exponential backoff from 400 ms
-// capped at 1.6 s with equal jitter, a budget where a throttled retry
-// costs 1) and s's Pacer.
+// retry settings (the Route 53 error codes, its 20 attempts, exponential
+// backoff from 400 ms capped at 1.6 s with equal jitter, a budget where a
+// throttled retry costs 1) and s's Pacer. Not its MaxRetryAfter (nginx
+// sends no Retry-After) nor its per-call deadline (the run has -limit,
+// and -deadline). The example is a main package of another module, so
+// these are written out again here: change both together.
 func route53Caller(s strategy, url string, under http.RoundTripper) func(context.Context) bool {
 	var retryer aws.Retryer = aws.NopRetryer{}
 	rt := under

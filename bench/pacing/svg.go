@@ -48,7 +48,6 @@ type panel struct {
 	elapsed  time.Duration
 }
 
-// figureOf makes the chart of the first round of each strategy.
 // sharedBy says what the clients of a run share: one Transport, or, with
 // -api route53, one SDK client (whose rows may have no Transport).
 func sharedBy(c config) string {
@@ -58,6 +57,7 @@ func sharedBy(c config) string {
 	return "one shared retry Transport"
 }
 
+// figureOf makes the chart of the first round of each strategy.
 func figureOf(c config, serverName string, results []result) figure {
 	var first []result
 	var span time.Duration

@@ -73,7 +73,7 @@ const plainLocations = `		location / {
 // route53Locations answer ListHostedZones (GET /2013-04-01/hostedzone)
 // with an empty list, limited, and refuse as Route 53 does: 400 with a
 // Throttling error document. The error page's own location has no limit.
-const route53Locations = `		location = /2013-04-01/hostedzone {
+const route53Locations = `		location = ` + ListHostedZonesPath + ` {
 			limit_req zone=api;
 			default_type text/xml;
 			alias {{dir}}/www/list.xml;
