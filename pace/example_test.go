@@ -16,7 +16,7 @@ import (
 func ExamplePacer() {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
+		if n.Add(1) <= 2 { // refused at first: over the limit
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
@@ -38,5 +38,5 @@ func ExamplePacer() {
 	resp.Body.Close()
 	_, engaged := pacer.Rate(srv.Listener.Addr().String())
 	fmt.Println(resp.StatusCode, "after", n.Load(), "attempts; pacing the host:", engaged)
-	// Output: 200 after 2 attempts; pacing the host: true
+	// Output: 200 after 3 attempts; pacing the host: true
 }

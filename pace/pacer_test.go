@@ -108,8 +108,9 @@ func TestPacerFirstMeasurement(t *testing.T) {
 	p := &Pacer{}
 	req := hostRequest(t, "api.example")
 	// Attempts at 0, 100, ..., 500 ms: the first bucket closes at 500 ms
-	// with six attempts and six successes, 12/s.
-	now := sendAt(p, req, pacerEpoch, 10, 550*time.Millisecond)
+	// with six attempts and six successes, 12/s. Two more, for the
+	// eight answers a throttle engages on (see evidence).
+	now := sendAt(p, req, pacerEpoch, 10, 750*time.Millisecond)
 	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
 	r, _ := p.Rate("api.example")
 	assert.InDelta(t, cubicBeta*12, r, 1e-9)
@@ -191,6 +192,7 @@ func TestPacerKeysAreIndependent(t *testing.T) {
 	// A custom key groups hosts: here, every request counts against one account.
 	acct := &Pacer{Key: func(*http.Request) string { return "account-1" }}
 	acct.observe(a, retry.Throttled, response(400), curGen(acct, a), now)
+	acct.observe(b, retry.Throttled, response(400), curGen(acct, b), now) // the second engages
 	_, engaged := acct.Rate("account-1")
 	assert.True(t, engaged)
 	_, res = acct.reserve(b, now)
@@ -355,6 +357,9 @@ func TestPacerFewSuccessesAreNoRate(t *testing.T) {
 	at := pacerEpoch.Add(time.Millisecond)
 	p.observe(req, retry.Success, response(200), 0, at) // one in 10ms: "100/s"
 	p.observe(req, retry.Throttled, response(429), 0, at)
+	_, engaged := p.Rate("api.example")
+	require.False(t, engaged, "one refusal of the first two answers engages nothing")
+	p.observe(req, retry.Throttled, response(429), 0, at)
 	r, _ := p.Rate("api.example")
 	// 100 attempts in the 10ms measured: 10000/s, cut to 0.7 times.
 	assert.InDelta(t, cubicBeta*10000, r, 1e-6)
@@ -393,8 +398,12 @@ func TestPacerColdOutage(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		at = at.Add(20 * time.Millisecond)
 		p.observe(req, retry.Throttled, response(503), curGen(p, req), at)
-		r, _ := p.Rate("api.example")
-		if i == 0 {
+		r, engaged := p.Rate("api.example")
+		switch i {
+		case 0:
+			require.False(t, engaged, "the first answer alone engages nothing")
+			continue
+		case 1:
 			first = r
 		}
 		require.GreaterOrEqual(t, r, outageShare*first-1e-9, "refusal %d", i+1)
@@ -646,6 +655,14 @@ func TestPacerSlowStartEndsOnThrottle(t *testing.T) {
 	require.True(t, slot)
 	s.meter.sent.Add(1)
 	waiter := admitAsync(ctx, p, s)
+	waitFor(t, s, func() bool { return s.start.waiting == 1 })
+
+	// The first answer, refused, engages nothing (see evidence): its slot
+	// goes to the waiter.
+	p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)
+	require.NoError(t, <-waiter)
+	s.meter.sent.Add(1)
+	waiter = admitAsync(ctx, p, s)
 	waitFor(t, s, func() bool { return s.start.waiting == 1 })
 
 	p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)

@@ -63,22 +63,23 @@ func get(t *testing.T, rt http.RoundTripper, ctx context.Context, url string) (*
 func host(srv *httptest.Server) string { return srv.Listener.Addr().String() }
 
 func TestTransportPacesAfterThrottle(t *testing.T) {
-	srv, n := statusServer(t, []int{429, 200}, nil)
+	srv, n := statusServer(t, []int{429, 429, 200}, nil)
 	p, clock := fakePacer(&Pacer{})
 	rt := retry.New(nil, retry.WithPacer(p), retry.WithBackoff(retry.Constant{}))
 	defer rt.CloseIdleConnections()
 	_, err := get(t, rt, context.Background(), srv.URL)
 	require.NoError(t, err)
-	// The throttle engaged the pacer: one attempt sent within the shortest
-	// measured time (10ms) estimates 100 requests/s, cut to 70. The retry
-	// waits one interval after the throttle (after its backoff of 0), and
-	// the next request one more.
+	// The first answer refused engaged nothing (see evidence); the second
+	// engaged the pacer: two attempts sent within the shortest measured
+	// time (10ms) estimate 200 requests/s, cut to 140. The retry waits one
+	// interval after the throttle (after its backoff of 0), and the next
+	// request one more.
 	r, engaged := p.Rate(host(srv))
 	require.True(t, engaged)
-	assert.InDelta(t, 70, r, 1e-9)
+	assert.InDelta(t, 140, r, 1e-9)
 	_, err = get(t, rt, context.Background(), srv.URL)
 	require.NoError(t, err)
-	assert.EqualValues(t, 3, n.Load())
+	assert.EqualValues(t, 4, n.Load())
 	step := time.Duration(float64(time.Second) / r)
 	assert.Equal(t, []time.Duration{step, step}, clock.Waits())
 }
@@ -146,7 +147,7 @@ func TestTransportCancelDuringPacing(t *testing.T) {
 // A turn made void while the Transport waits for it wakes the attempt,
 // which takes a turn at the new rate.
 func TestTransportRetakesVoidTurn(t *testing.T) {
-	srv, n := statusServer(t, []int{429, 200}, nil)
+	srv, n := statusServer(t, []int{429, 429, 200}, nil)
 	p, clock := fakePacer(&Pacer{})
 	rt := retry.New(nil, retry.WithPacer(p), retry.WithBackoff(retry.Constant{}))
 	defer rt.CloseIdleConnections()
@@ -175,7 +176,7 @@ func TestTransportRetakesVoidTurn(t *testing.T) {
 	// The new turn, an interval after the cut.
 	r, _ := p.Rate(host(srv))
 	assert.Equal(t, []time.Duration{time.Duration(float64(time.Second) / r)}, clock.Waits())
-	assert.EqualValues(t, 2, n.Load())
+	assert.EqualValues(t, 3, n.Load())
 }
 
 func TestTransportSlowStart(t *testing.T) {
