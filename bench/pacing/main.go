@@ -79,6 +79,9 @@ type config struct {
 	limit    time.Duration
 	shed     float64       // with the fake server, the share refused at random, whatever the load
 	deadline time.Duration // of each request; 0: only the run's limit
+	// known is the share of the server's rate the known-rate limiter is
+	// set to; 0 means 1.
+	known float64
 }
 
 func main() {
@@ -89,15 +92,16 @@ func main() {
 	flag.IntVar(&c.clients, "clients", 100, "concurrent clients")
 	flag.IntVar(&c.requests, "requests", 3, "requests each client makes, one after another")
 	flag.Float64Var(&c.rate, "rate", 100, "the server's limit, requests per second (0: none, with -server fake)")
-	flag.IntVar(&c.rounds, "rounds", 3, "runs of each strategy (the table shows their mean)")
+	flag.IntVar(&c.rounds, "rounds", 3, "runs of each strategy (the table shows their mean, and median times)")
 	flag.StringVar(&c.csv, "csv", "", "write one row per run to this CSV file")
 	flag.StringVar(&c.series, "series", "", "write the attempts accepted and refused per interval of every run to this CSV file")
 	flag.StringVar(&c.svg, "svg", "", "write a chart of the attempts per interval of each strategy's first run to this SVG file")
 	flag.DurationVar(&c.interval, "interval", 100*time.Millisecond, "width of the intervals of -series and -svg (whole milliseconds, 10ms to 10s)")
 	flag.BoolVar(&c.install, "install", true, "with -server nginx, install nginx-light with apt-get when it is absent")
-	flag.DurationVar(&c.limit, "limit", 60*time.Second, "time limit of one run")
+	flag.DurationVar(&c.limit, "limit", 0, "time limit of one run (0: three times the ideal time, and a minute at least)")
 	flag.Float64Var(&c.shed, "shed", 0, "with -server fake, also refuse this share of the requests at random, whatever the load (0 to 0.9): a load balancer shedding, a flaky backend")
 	flag.DurationVar(&c.deadline, "deadline", 0, "deadline of each request (0: none but -limit)")
+	flag.Float64Var(&c.known, "known", 1, "the Limiter(known) rows' rate, as a share of -rate (0.5 to 1): below 1, what a client that knew the limit and kept a margin would do")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "pacing:", err)
@@ -123,14 +127,16 @@ func (c config) validate() error {
 		return fmt.Errorf("-requests %d: want 1 to 1000", c.requests)
 	case !(c.rate >= 1 && c.rate <= 10000) && !(c.rate == 0 && c.server == "fake"): // 0: no limit
 		return fmt.Errorf("-rate %v: want 1 to 10000 (or 0, no limit, with -server fake)", c.rate)
-	case c.rounds < 1 || c.rounds > 20:
-		return fmt.Errorf("-rounds %d: want 1 to 20", c.rounds)
-	case c.limit <= 0:
-		return fmt.Errorf("-limit %v: want a positive duration", c.limit)
+	case c.rounds < 1 || c.rounds > maxRounds:
+		return fmt.Errorf("-rounds %d: want 1 to %d", c.rounds, maxRounds)
+	case c.limit < 0:
+		return fmt.Errorf("-limit %v: want 0 or more", c.limit)
 	case !(c.shed >= 0 && c.shed <= 0.9):
 		return fmt.Errorf("-shed %v: want 0 to 0.9", c.shed)
 	case c.shed > 0 && c.server != "fake":
 		return errors.New("-shed: only with -server fake")
+	case c.known != 0 && !(c.known >= 0.5 && c.known <= 1):
+		return fmt.Errorf("-known %v: want 0.5 to 1", c.known)
 	case c.deadline < 0:
 		return fmt.Errorf("-deadline %v: want 0 or more", c.deadline)
 	case c.interval < 10*time.Millisecond || c.interval > 10*time.Second || c.interval%time.Millisecond != 0:
@@ -273,6 +279,9 @@ func run(c config, out io.Writer) error {
 	ideal := idealTime(c)
 	fmt.Fprintf(out, "%d clients × %d requests against %s limited to %.0f requests/s (ideal %v), %d rounds\n\n",
 		c.clients, c.requests, srv.name(), c.rate, ideal.Round(time.Millisecond), c.rounds)
+	if c.known != 0 && c.known != 1 {
+		fmt.Fprintf(out, "Limiter(known) rows at %.4g requests/s (-known %v)\n\n", c.knownRate(), c.known)
+	}
 
 	var results []result
 	for round := 1; round <= c.rounds; round++ {
@@ -323,7 +332,7 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.limit)
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeLimit())
 	defer cancel()
 	var failed atomic.Int64
 	var mu sync.Mutex
@@ -375,7 +384,7 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 func newCaller(c config, s strategy, url string, base http.RoundTripper) func(context.Context) bool {
 	var under http.RoundTripper = base
 	if s.known {
-		under = limited{base: base, lim: newLimiter(c.rate)}
+		under = limited{base: base, lim: newLimiter(c.knownRate())}
 	}
 	if c.api == "route53" {
 		return route53Caller(s, url, under)
@@ -466,7 +475,32 @@ func idealTime(c config) time.Duration {
 	return time.Duration(float64(c.clients*c.requests) / c.rate * float64(time.Second))
 }
 
-// report prints the table: each strategy's mean over its runs.
+// knownRate returns the rate of the known-rate limiter: -known times the
+// server's.
+func (c config) knownRate() float64 {
+	if c.known == 0 {
+		return c.rate
+	}
+	return c.known * c.rate
+}
+
+// timeLimit returns the time limit of one run: -limit, or if 0 three
+// times the ideal time and a minute at least (a Route 53 run of 10 × 50
+// calls at 5/s takes 100 s at best).
+func (c config) timeLimit() time.Duration {
+	if c.limit > 0 {
+		return c.limit
+	}
+	return max(time.Minute, 3*idealTime(c))
+}
+
+// maxRounds is the most -rounds: runs of tens of milliseconds (random
+// shedding) need a hundred for their medians to settle.
+const maxRounds = 100
+
+// report prints the table: each strategy's mean over its runs, its
+// median time, and that median against the first strategy's, with a 95 %
+// bootstrap interval from ten rounds on (see medianRatio).
 func report(out io.Writer, list []strategy, ideal time.Duration, results []result) {
 	type agg struct {
 		attempts, refused float64
@@ -488,19 +522,27 @@ func report(out io.Writer, list []strategy, ideal time.Duration, results []resul
 		a.latencies = append(a.latencies, r.latencies...)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tattempts/request\trefused/run\tfailed\tmedian time\ttime/ideal\tp50 request\tp99 request\t")
-	for _, s := range list {
+	fmt.Fprintln(tw, "strategy\tattempts/request\trefused/run\tfailed\tmedian time\ttime/ideal\ttime/first\tp50 request\tp99 request\t")
+	var first []time.Duration
+	for i, s := range list {
 		a := byName[s.name]
 		n := float64(len(a.elapsed))
-		sort.Slice(a.elapsed, func(i, j int) bool { return a.elapsed[i] < a.elapsed[j] })
-		med := quantile(a.elapsed, 0.5)
+		if i == 0 {
+			first = a.elapsed
+		}
+		med := median(a.elapsed)
 		ratio := "-"
 		if ideal > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(med)/float64(ideal))
 		}
+		r, lo, hi := medianRatio(a.elapsed, first, mrand.New(mrand.NewPCG(1, uint64(i))))
+		vsFirst := fmt.Sprintf("%.2f", r)
+		if len(a.elapsed) >= 10 && len(first) >= 10 {
+			vsFirst += fmt.Sprintf(" [%.2f, %.2f]", lo, hi)
+		}
 		sort.Slice(a.latencies, func(i, j int) bool { return a.latencies[i] < a.latencies[j] })
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%d\t%v\t%s\t%v\t%v\t\n", s.name, a.attempts/n, a.refused/n, a.failed,
-			med.Round(time.Millisecond), ratio, quantile(a.latencies, 0.5).Round(time.Millisecond),
+		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%d\t%v\t%s\t%s\t%v\t%v\t\n", s.name, a.attempts/n, a.refused/n, a.failed,
+			med.Round(time.Millisecond), ratio, vsFirst, quantile(a.latencies, 0.5).Round(time.Millisecond),
 			quantile(a.latencies, 0.99).Round(time.Millisecond))
 	}
 	tw.Flush()
@@ -513,6 +555,49 @@ func newLimiter(r float64) *rate.Limiter {
 		return rate.NewLimiter(rate.Limit(r), 1)
 	}
 	return rate.NewLimiter(rate.Inf, 1)
+}
+
+// median returns quantile's median of the durations (the upper of the
+// two middle ones for an even count, as the table has always shown), 0
+// if none. It does not change d.
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return quantile(s, 0.5)
+}
+
+// bootstrapResamples is how many resamples medianRatio draws.
+const bootstrapResamples = 2000
+
+// medianRatio returns the median of a over the median of b, and a 95 %
+// percentile bootstrap interval of that ratio: both resampled with
+// replacement, bootstrapResamples times, from rnd. Whole runs of tens of
+// milliseconds vary by half from one to the next on a shared machine;
+// the interval says whether a difference of medians is more than that.
+// Zero if either is empty or b's median is 0.
+func medianRatio(a, b []time.Duration, rnd *mrand.Rand) (ratio, lo, hi float64) {
+	mb := median(b)
+	if len(a) == 0 || mb == 0 {
+		return 0, 0, 0
+	}
+	ratios := make([]float64, 0, bootstrapResamples)
+	ra, rb := make([]time.Duration, len(a)), make([]time.Duration, len(b))
+	for range bootstrapResamples {
+		for i := range ra {
+			ra[i] = a[rnd.IntN(len(a))]
+		}
+		for i := range rb {
+			rb[i] = b[rnd.IntN(len(b))]
+		}
+		if m := median(rb); m > 0 {
+			ratios = append(ratios, float64(median(ra))/float64(m))
+		}
+	}
+	slices.Sort(ratios)
+	if len(ratios) == 0 {
+		return float64(median(a)) / float64(mb), 0, 0
+	}
+	return float64(median(a)) / float64(mb), ratios[len(ratios)*25/1000], ratios[len(ratios)*975/1000]
 }
 
 // quantile returns the q-quantile of the sorted durations, 0 if none.

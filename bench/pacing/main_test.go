@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"go.uber.org/goleak"
 )
 
@@ -134,7 +136,8 @@ func TestValidate(t *testing.T) {
 		{api: "get", server: "nginx", clients: 1, requests: 1, rate: 0, rounds: 1, limit: time.Second, interval: time.Second},
 		{api: "get", server: "nginx", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.1},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.95},
-		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: 0},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: -time.Second},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, known: 0.3},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 0},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Millisecond},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 15500 * time.Microsecond},
@@ -166,4 +169,53 @@ func TestCSVRows(t *testing.T) {
 	if lat[0] != 100*time.Millisecond {
 		t.Error("csvRows sorted the run's own latencies")
 	}
+}
+
+func TestMedianRatio(t *testing.T) {
+	ms := func(v ...int) []time.Duration {
+		d := make([]time.Duration, len(v))
+		for i, x := range v {
+			d[i] = time.Duration(x) * time.Millisecond
+		}
+		return d
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var base, double []time.Duration
+	for i := range 40 {
+		base = append(base, ms(40+i%7)...)
+		double = append(double, ms(2*(40+i%7))...)
+	}
+	r, lo, hi := medianRatio(base, base, rnd)
+	assert.Equal(t, 1.0, r)
+	assert.LessOrEqual(t, lo, 1.0)
+	assert.GreaterOrEqual(t, hi, 1.0)
+	r, lo, hi = medianRatio(double, base, rnd)
+	assert.Equal(t, 2.0, r)
+	assert.Greater(t, lo, 1.5, "twice as long is no noise")
+	assert.Less(t, hi, 2.5)
+
+	r, _, _ = medianRatio(nil, base, rnd)
+	assert.Zero(t, r)
+	r, _, _ = medianRatio(base, ms(0, 0, 0), rnd)
+	assert.Zero(t, r)
+	assert.Equal(t, 45*time.Millisecond, median(ms(50, 40, 45)))
+	assert.Equal(t, 50*time.Millisecond, median(ms(50, 40)), "the upper middle, as quantile")
+}
+
+func TestTimeLimit(t *testing.T) {
+	c := config{clients: 10, requests: 50, rate: 5}
+	assert.Equal(t, 300*time.Second, c.timeLimit(), "three times the ideal 100 s")
+	c.rate = 100
+	assert.Equal(t, time.Minute, c.timeLimit(), "a minute at least")
+	c.rate = 0
+	assert.Equal(t, time.Minute, c.timeLimit(), "no limit, no ideal")
+	c.limit = time.Second
+	assert.Equal(t, time.Second, c.timeLimit())
+}
+
+func TestKnownRate(t *testing.T) {
+	c := config{rate: 100}
+	assert.Equal(t, 100.0, c.knownRate())
+	c.known = 0.94
+	assert.InDelta(t, 94, c.knownRate(), 1e-9)
 }
