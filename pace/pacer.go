@@ -187,10 +187,12 @@ const (
 // at any rate, and pacing slower would only queue the requests past
 // their deadlines. A limit's refusals fall as the rate falls below it.
 // So a chain of cuts is tested: once the rate is 0.7 times where the
-// chain began, a share refused as often as before the first cut (at
-// least half of it, at most twice it plus two standard errors of its
-// measure, three refusals at least; the first share at most 0.4) shows
-// the refusals not to depend on the rate. The key goes back to
+// chain began (or where a moderate first cut put it), a share refused as
+// often as before the first cut (at least half of it less two standard
+// errors of its measure, at most twice it plus two, three refusals at
+// least; the first share at most 0.4, over 8 outcomes, or 16 for a chain
+// begun again after a limit's) shows the refusals not to depend on the
+// rate. The key goes back to
 // idle, its waiting attempts go on at once, and it remembers the share:
 // a throttle engages it again (or, engaged, cuts its rate) only when the
 // share refused over the last second or so is well above it (twice it,
@@ -429,6 +431,13 @@ type shedding struct {
 	// enough to test; 0: shedLowRate×chainRate.
 	lowRate  float64
 	hiN, hiK int // outcomes and refusals that led to that cut
+	// limit is set when the chain began again from one whose first
+	// share was a limit's (over shedMaxShare), from the outcomes since:
+	// at rates the limit refuses most of, eight of them can pass for a
+	// moderate share by chance (3 of 8 where a window limiter refused
+	// 60 %), and the test took a limit for shedding. Such a chain's
+	// first share is weighed over twice as many (see need).
+	limit    bool
 	epN, epK int // outcomes and refusals since the last cut, engaged
 	loN, loK int // of attempts paced at the low rate (see low) or less
 	// share is the refusal share found not to depend on the rate,
@@ -1200,10 +1209,17 @@ func (sh *shedding) cut(s *keyState, base float64) {
 		sh.begin(s, base, n, k)
 	case sh.hiN < minSamples:
 		sh.begin(s, base, sh.hiN+sh.loN, sh.hiK+sh.loK)
+	case sh.hiN < sh.need():
+		// Begun again after a limit's: the outcomes since weigh the
+		// first share too, and the chain keeps its rate.
+		sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
+		sh.loN, sh.loK = 0, 0
 	case float64(sh.hiK) > shedMaxShare*float64(sh.hiN) && sh.loN >= minSamples:
 		sh.begin(s, base, sh.loN, sh.loK)
+		sh.limit = true
 	case float64(sh.hiK) > shedMaxShare*float64(sh.hiN) && sh.hiN >= 2*minSamples:
 		sh.begin(s, base, sh.epN, sh.epK)
+		sh.limit = true
 	}
 	sh.epN, sh.epK = 0, 0
 }
@@ -1211,9 +1227,18 @@ func (sh *shedding) cut(s *keyState, base float64) {
 // begin (re)starts the chain at a cut from rate base, with n outcomes
 // and k refusals before it. The caller holds s.mu.
 func (sh *shedding) begin(s *keyState, base float64, n, k int) {
-	sh.chainRate, sh.chainGen, sh.lowRate = base, s.sched.gen, 0
+	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = base, s.sched.gen, 0, false
 	sh.hiN, sh.hiK = n, k
 	sh.loN, sh.loK = 0, 0
+}
+
+// need returns the fewest outcomes the chain's first share is weighed
+// over: minSamples, twice that for a chain begun again after a limit's.
+func (sh *shedding) need() int {
+	if sh.limit {
+		return 2 * minSamples
+	}
+	return minSamples
 }
 
 // low returns the rate at or below which the chain's attempts are paced
@@ -1228,7 +1253,7 @@ func (sh *shedding) low() float64 {
 
 // endChain forgets the chain of cuts.
 func (sh *shedding) endChain() {
-	sh.chainRate, sh.chainGen, sh.lowRate = 0, 0, 0
+	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = 0, 0, 0, false
 	sh.hiN, sh.hiK, sh.loN, sh.loK = 0, 0, 0, 0
 }
 
@@ -1247,7 +1272,7 @@ const (
 // paced at the rate in force, outside an outage's hold. The caller holds
 // s.mu.
 func (sh *shedding) test(s *keyState) int {
-	if sh.chainRate == 0 || sh.hiN < minSamples || sh.loN == 0 ||
+	if sh.chainRate == 0 || sh.hiN < sh.need() || sh.loN == 0 ||
 		s.rate.fill > sh.low() || float64(sh.hiK) > shedMaxShare*float64(sh.hiN) {
 		return shedCut
 	}

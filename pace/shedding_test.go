@@ -321,3 +321,27 @@ func TestSheddingTestWeighsALowFirstShare(t *testing.T) {
 	s.shed = shedding{chainRate: 5.2, hiK: 3, hiN: 13, loK: 1, loN: 155}
 	assert.NotEqual(t, shedIndependent, s.shed.test(s))
 }
+
+// A chain begun again after one whose first share was a limit's weighs
+// its own first share over 16 outcomes, not 8: against a window limiter
+// of 5 a second, 3 refusals of 8 at 12.5/s (where it refused 60 %)
+// passed for a moderate share, 3 of 8 at 8.7/s for the same one, and the
+// key went idle under a limit (the Route 53 example's test, now and
+// then).
+func TestSheddingAfterALimitWeighsMore(t *testing.T) {
+	s := &keyState{}
+	s.rate.fill = 12.5
+	s.shed = shedding{chainRate: 36.3, hiK: 8, hiN: 8, loK: 3, loN: 8}
+	s.shed.cut(s, 12.5) // the first share was a limit's: begin again from the low outcomes
+	require.True(t, s.shed.limit)
+	require.Equal(t, 3, s.shed.hiK)
+	require.Equal(t, 8, s.shed.hiN)
+	s.rate.fill = 8.7
+	s.shed.loN, s.shed.loK = 8, 3
+	assert.Equal(t, shedCut, s.shed.test(s), "8 outcomes after a limit's")
+	s.shed.cut(s, 8.7)
+	assert.Equal(t, 16, s.shed.hiN, "the outcomes since weigh the first share")
+	assert.Equal(t, 12.5, s.shed.chainRate, "at the chain's rate")
+	s.shed = shedding{chainRate: 12.5, hiK: 3, hiN: 8, loK: 3, loN: 8}
+	assert.Equal(t, shedIndependent, s.shed.test(s), "a chain begun from idle weighs 8")
+}
