@@ -2,7 +2,8 @@
 // server: N clients each make K requests through one shared Transport, and
 // the server refuses with 429 (no Retry-After) whatever exceeds its rate.
 // It compares full jitter alone with full jitter plus the Pacer (CUBIC and
-// AIMD) and with a fixed limiter set to the server's rate, side by side in
+// AIMD) and with a fixed limiter set to the server's rate (or -known times
+// it), side by side in
 // one run, and reports attempts per request, completion time against the
 // ideal (requests ÷ rate), and the requests' p50 and p99 times.
 //
@@ -23,11 +24,12 @@
 // -series writes the attempts accepted and refused per interval of every
 // run, and -svg draws those of each strategy's first run as a chart.
 //
-// Every request has a deadline and every run a time limit; traffic goes to
-// 127.0.0.1 only.
+// Every run has a time limit, and with -deadline every request a
+// deadline; traffic goes to 127.0.0.1 only.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -92,7 +94,7 @@ func main() {
 	flag.IntVar(&c.clients, "clients", 100, "concurrent clients")
 	flag.IntVar(&c.requests, "requests", 3, "requests each client makes, one after another")
 	flag.Float64Var(&c.rate, "rate", 100, "the server's limit, requests per second (0: none, with -server fake)")
-	flag.IntVar(&c.rounds, "rounds", 3, "runs of each strategy (the table shows their mean, and median times)")
+	flag.IntVar(&c.rounds, "rounds", 3, "runs of each strategy (the table shows means per run, failures summed, median times, and request latencies pooled)")
 	flag.StringVar(&c.csv, "csv", "", "write one row per run to this CSV file")
 	flag.StringVar(&c.series, "series", "", "write the attempts accepted and refused per interval of every run to this CSV file")
 	flag.StringVar(&c.svg, "svg", "", "write a chart of the attempts per interval of each strategy's first run to this SVG file")
@@ -101,7 +103,7 @@ func main() {
 	flag.DurationVar(&c.limit, "limit", 0, "time limit of one run (0: three times the ideal time, and a minute at least)")
 	flag.Float64Var(&c.shed, "shed", 0, "with -server fake, also refuse this share of the requests at random, whatever the load (0 to 0.9): a load balancer shedding, a flaky backend")
 	flag.DurationVar(&c.deadline, "deadline", 0, "deadline of each request (0: none but -limit)")
-	flag.Float64Var(&c.known, "known", 1, "the Limiter(known) rows' rate, as a share of -rate (0.5 to 1): below 1, what a client that knew the limit and kept a margin would do")
+	flag.Float64Var(&c.known, "known", 1, "the Limiter(known) rows' rate, as a share of -rate (0.5 to 1; 0 means 1): below 1, what a client that knew the limit and kept a margin would do")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "pacing:", err)
@@ -176,9 +178,10 @@ func checkOutput(path string) error {
 type strategy struct {
 	name  string
 	pacer func() *pace.Pacer // nil: none
-	// known spaces the attempts at the server's rate (-rate), known in
-	// advance, with a fixed client-side token bucket under the Transport,
-	// for comparison with a Pacer that learns the rate.
+	// known spaces the attempts at the server's rate (-rate, times
+	// -known), known in advance, with a fixed client-side token bucket
+	// under the Transport, for comparison with a Pacer that learns the
+	// rate.
 	known bool
 	// sdk, with -api route53, is the AWS SDK's retry mode, standard or
 	// adaptive, used instead of the Transport; "" for the Transport.
@@ -279,7 +282,7 @@ func run(c config, out io.Writer) error {
 	ideal := idealTime(c)
 	fmt.Fprintf(out, "%d clients × %d requests against %s limited to %.0f requests/s (ideal %v), %d rounds\n\n",
 		c.clients, c.requests, srv.name(), c.rate, ideal.Round(time.Millisecond), c.rounds)
-	if c.known != 0 && c.known != 1 {
+	if c.knownRate() != c.rate {
 		fmt.Fprintf(out, "Limiter(known) rows at %.4g requests/s (-known %v)\n\n", c.knownRate(), c.known)
 	}
 
@@ -478,10 +481,7 @@ func idealTime(c config) time.Duration {
 // knownRate returns the rate of the known-rate limiter: -known times the
 // server's.
 func (c config) knownRate() float64 {
-	if c.known == 0 {
-		return c.rate
-	}
-	return c.known * c.rate
+	return cmp.Or(c.known, 1) * c.rate
 }
 
 // timeLimit returns the time limit of one run: -limit, or if 0 three
@@ -498,9 +498,11 @@ func (c config) timeLimit() time.Duration {
 // shedding) need a hundred for their medians to settle.
 const maxRounds = 100
 
-// report prints the table: each strategy's mean over its runs, its
-// median time, and that median against the first strategy's, with a 95 %
-// bootstrap interval from ten rounds on (see medianRatio).
+// report prints the table: each strategy's attempts and refusals per run
+// (means over its runs), its failures (summed), its median time and that
+// median against the first strategy's, with a 95 % bootstrap interval
+// from ten rounds on (see medianRatio), and the latencies of all its
+// requests (pooled).
 func report(out io.Writer, list []strategy, ideal time.Duration, results []result) {
 	type agg struct {
 		attempts, refused float64
@@ -535,9 +537,12 @@ func report(out io.Writer, list []strategy, ideal time.Duration, results []resul
 		if ideal > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(med)/float64(ideal))
 		}
-		r, lo, hi := medianRatio(a.elapsed, first, mrand.New(mrand.NewPCG(1, uint64(i))))
-		vsFirst := fmt.Sprintf("%.2f", r)
+		vsFirst := "-"
+		if mf := median(first); mf > 0 {
+			vsFirst = fmt.Sprintf("%.2f", float64(med)/float64(mf))
+		}
 		if len(a.elapsed) >= 10 && len(first) >= 10 {
+			_, lo, hi := medianRatio(a.elapsed, first, mrand.New(mrand.NewPCG(1, uint64(i))))
 			vsFirst += fmt.Sprintf(" [%.2f, %.2f]", lo, hi)
 		}
 		sort.Slice(a.latencies, func(i, j int) bool { return a.latencies[i] < a.latencies[j] })
@@ -589,15 +594,19 @@ func medianRatio(a, b []time.Duration, rnd *mrand.Rand) (ratio, lo, hi float64) 
 		for i := range rb {
 			rb[i] = b[rnd.IntN(len(b))]
 		}
-		if m := median(rb); m > 0 {
-			ratios = append(ratios, float64(median(ra))/float64(m))
+		// The resamples are scratch: sorted in place.
+		slices.Sort(ra)
+		slices.Sort(rb)
+		if m := quantile(rb, 0.5); m > 0 { // a resample of b can be all zeros
+			ratios = append(ratios, float64(quantile(ra, 0.5))/float64(m))
 		}
 	}
 	slices.Sort(ratios)
+	ratio = float64(median(a)) / float64(mb)
 	if len(ratios) == 0 {
-		return float64(median(a)) / float64(mb), 0, 0
+		return ratio, 0, 0
 	}
-	return float64(median(a)) / float64(mb), ratios[len(ratios)*25/1000], ratios[len(ratios)*975/1000]
+	return ratio, ratios[len(ratios)*25/1000], ratios[len(ratios)*975/1000]
 }
 
 // quantile returns the q-quantile of the sorted durations, 0 if none.
@@ -640,8 +649,9 @@ type server interface {
 	close()
 }
 
-// fakeServer refuses with 429 whatever exceeds a token bucket of rate
-// requests per second with a burst of one: nginx's limit_req without burst.
+// fakeServer refuses whatever exceeds a token bucket of rate requests per
+// second with a burst of one (nginx's limit_req without burst), with 429,
+// or with -api route53 as Route 53 does (400, Throttling).
 type fakeServer struct {
 	srv  *http.Server
 	ln   net.Listener
@@ -683,7 +693,7 @@ func startServer(c config) (server, error) {
 	return f, nil
 }
 
-// ServeHTTP answers 200, or 429 over the rate, and records the attempt
+// ServeHTTP answers 200, or a refusal over the rate (see fakeServer), and records the attempt
 // before answering, so that a run's record is complete when its last
 // response arrives.
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {

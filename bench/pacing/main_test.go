@@ -73,7 +73,7 @@ func TestRunSmall(t *testing.T) {
 	}
 }
 
-// TestOnly runs the strategies -only names, in the table's order, once
+// TestOnly runs the strategies -only names, in -only's order, once
 // each, and refuses a name -api does not have.
 func TestOnly(t *testing.T) {
 	c := config{api: "route53", only: "SDK(adaptive), Transport+Pacer(CUBIC),SDK(adaptive)"}
@@ -136,7 +136,7 @@ func TestValidate(t *testing.T) {
 		{api: "get", server: "nginx", clients: 1, requests: 1, rate: 0, rounds: 1, limit: time.Second, interval: time.Second},
 		{api: "get", server: "nginx", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.1},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.95},
-		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: -time.Second},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: -time.Second, interval: time.Second},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, known: 0.3},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 0},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Millisecond},
