@@ -225,6 +225,7 @@ type turn struct {
 // a success grows it, and the server's requested wait pauses the key.
 func (t *turn) Done(f retry.Feedback) {
 	class := "other"
+	hinted := f.Hinted
 	switch f.Class {
 	case retry.Success:
 		class = "ok"
@@ -233,14 +234,17 @@ func (t *turn) Done(f retry.Feedback) {
 			class = "throttled"
 			break
 		}
-		fallthrough // refused, but not for the rate
+		// Refused, but not for the rate: its wait is the request's own
+		// (a conflict's), not the fleet's.
+		hinted = false
+		fallthrough
 	default:
 		if !t.slot {
 			return // says nothing about the rate limit, and holds no slot
 		}
 	}
 	hint := int64(-1)
-	if f.Hinted {
+	if hinted {
 		hint = f.Wait.Microseconds()
 	}
 	p := t.p

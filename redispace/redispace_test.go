@@ -541,3 +541,24 @@ func TestRefusalIgnoresConflicts(t *testing.T) {
 		t.Error("a throttle did not engage the key")
 	}
 }
+
+// A conflict's Retry-After is the request's own: it neither engages nor
+// pauses the fleet's key, even from a slot of slow start (which reports
+// every answer to Redis).
+func TestRefusalIgnoresAHintedConflict(t *testing.T) {
+	rdb, _ := startRedis(t)
+	notConflict := func(f retry.Feedback) bool { return f.Response == nil || f.Response.Header.Get("X-Conflict") == "" }
+	p := &Pacer{Client: rdb, InitialWindow: 4, Refusal: notConflict}
+	req := request(t, "api.example")
+	conflict := &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"X-Conflict": {"1"}}}
+	turn, _ := wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Throttled, Response: conflict, Wait: 30 * time.Second, Hinted: true})
+	if r := rate(t, rdb, "api.example"); r != 0 {
+		t.Fatalf("rate %v after a hinted conflict; want 0 (not engaged)", r)
+	}
+	if turn, d := wait(t, p, req); d > 100*time.Millisecond {
+		t.Errorf("the next turn waited %v after a conflict's 30s Retry-After; want no wait", d)
+	} else {
+		turn.Abandon()
+	}
+}
