@@ -979,7 +979,10 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// fast client comes within a millisecond or two, and its
 		// attempts over ten would be a tenth of its rate.
 		next = max(next, acceptedShare*(1-share)*base)
-		s.shed.lowRate = next
+		// As setRate will clamp it: below MinRate, no rate in force
+		// would ever be at or below the low rate, and the test would
+		// never weigh an outcome.
+		s.shed.lowRate = max(next, minRate)
 	case !s.engaged.Load() && c > 0:
 		// The first cut goes at least that far: from the burst of a
 		// cold start, at thousands of requests a second, multiplying
@@ -1213,7 +1216,9 @@ func (sh *shedding) cut(s *keyState, base float64) {
 		}
 		sh.begin(s, base, n, k, false)
 	case sh.hiN < minSamples:
-		sh.begin(s, base, sh.hiN+sh.loN, sh.hiK+sh.loK, false)
+		// Begun after a limit's, it still is: its first share is
+		// weighed over need's outcomes all the same.
+		sh.begin(s, base, sh.hiN+sh.loN, sh.hiK+sh.loK, sh.limit)
 	case sh.hiN < sh.need():
 		// Begun again after a limit's: the outcomes since weigh the
 		// first share too, and the chain keeps its rate.

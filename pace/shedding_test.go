@@ -245,6 +245,20 @@ func TestPacerModerateFirstCut(t *testing.T) {
 	assert.InDelta(t, acceptedShare*(1-1.0/20)*base, r, 1e-6)
 	s := p.state(req)
 	assert.InDelta(t, r, s.shed.low(), 1e-6, "the cut is the test's low rate")
+	// Clamped to MinRate, the cut is the low rate as clamped: below it,
+	// no rate in force would ever be low enough to test.
+	p = &Pacer{MinRate: 11000}
+	for i := 0; i < 25; i++ {
+		p.reserve(req, pacerEpoch)
+	}
+	for i := 0; i < 19; i++ {
+		p.observe(req, retry.Success, response(200), 0, pacerEpoch)
+	}
+	p.observe(req, retry.Throttled, response(429), 0, pacerEpoch.Add(2*time.Millisecond))
+	r, engaged = p.Rate("api.example")
+	require.True(t, engaged)
+	assert.Equal(t, 11000.0, r)
+	assert.Equal(t, r, p.state(req).shed.low(), "the low rate, at MinRate")
 	// A burst answered far slower than it was sent is cut to the rate
 	// accepted, as before: TestPacerColdStartCutsToAcceptedRate.
 }
@@ -344,4 +358,15 @@ func TestSheddingAfterALimitWeighsMore(t *testing.T) {
 	assert.Equal(t, 12.5, s.shed.chainRate, "at the chain's rate")
 	s.shed = shedding{chainRate: 12.5, hiK: 3, hiN: 8, loK: 3, loN: 8}
 	assert.Equal(t, shedIndependent, s.shed.test(s), "a chain begun from idle weighs 8")
+	// Begun again from fewer than 8 outcomes since the last cut, and so
+	// again at the next cut: still after a limit's.
+	s.shed = shedding{chainRate: 36.3, hiK: 16, hiN: 16, epN: 3, epK: 2}
+	s.shed.cut(s, 12.5)
+	require.True(t, s.shed.limit)
+	require.Equal(t, 3, s.shed.hiN)
+	s.shed.loN, s.shed.loK = 2, 1
+	s.shed.cut(s, 8.7)
+	assert.True(t, s.shed.limit, "begun again with too few outcomes, after a limit's")
+	assert.Equal(t, 5, s.shed.hiN)
+	assert.Equal(t, 16, s.shed.need())
 }
