@@ -237,7 +237,7 @@ func (r result) refused() int {
 }
 
 func run(c config, out io.Writer) error {
-	srv, err := nginx.Start(c.rate, c.install)
+	srv, err := nginx.Start(c.rate, 0, c.install)
 	if err != nil {
 		return err
 	}

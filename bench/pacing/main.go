@@ -10,6 +10,7 @@
 //	go run ./pacing                 # an in-process token-bucket server
 //	go run ./pacing -server nginx   # a real nginx limit_req (installed from Debian if absent)
 //	go run ./pacing -rounds 1 -svg pacing.svg -series series.csv
+//	go run ./pacing -server nginx -burst 10   # limit_req burst=10 nodelay: a bucket of 11
 //
 // With -api route53 the requests are Route 53 ListHostedZones calls made
 // by the AWS SDK for Go v2, and the server refuses as Route 53 does: 400
@@ -80,6 +81,7 @@ type config struct {
 	install  bool
 	limit    time.Duration
 	shed     float64       // with the fake server, the share refused at random, whatever the load
+	burst    int           // the server's burst: requests it accepts at once over the rate
 	deadline time.Duration // of each request; 0: only the run's limit
 	// known is the share of the server's rate the known-rate limiter is
 	// set to; 0 means 1.
@@ -101,6 +103,7 @@ func main() {
 	flag.DurationVar(&c.interval, "interval", 100*time.Millisecond, "width of the intervals of -series and -svg (whole milliseconds, 10ms to 10s)")
 	flag.BoolVar(&c.install, "install", true, "with -server nginx, install nginx-light with apt-get when it is absent")
 	flag.DurationVar(&c.limit, "limit", 0, "time limit of one run (0: three times the ideal time, and a minute at least)")
+	flag.IntVar(&c.burst, "burst", 0, "the server's burst: how many requests it accepts at once over its rate (nginx's limit_req burst=N nodelay; a token bucket of N+1), 0 to 1000")
 	flag.Float64Var(&c.shed, "shed", 0, "with -server fake, also refuse this share of the requests at random, whatever the load (0 to 0.9): a load balancer shedding, a flaky backend")
 	flag.DurationVar(&c.deadline, "deadline", 0, "deadline of each request (0: none but -limit)")
 	flag.Float64Var(&c.known, "known", 1, "the Limiter(known) rows' rate, as a share of -rate (0.5 to 1; 0 means 1): below 1, what a client that knew the limit and kept a margin would do")
@@ -133,6 +136,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-rounds %d: want 1 to %d", c.rounds, maxRounds)
 	case c.limit < 0:
 		return fmt.Errorf("-limit %v: want 0 or more", c.limit)
+	case c.burst < 0 || c.burst > 1000:
+		return fmt.Errorf("-burst %d: want 0 to 1000", c.burst)
 	case !(c.shed >= 0 && c.shed <= 0.9):
 		return fmt.Errorf("-shed %v: want 0 to 0.9", c.shed)
 	case c.shed > 0 && c.server != "fake":
@@ -650,13 +655,15 @@ type server interface {
 }
 
 // fakeServer refuses whatever exceeds a token bucket of rate requests per
-// second with a burst of one (nginx's limit_req without burst), with 429,
+// second with a burst of one (nginx's limit_req without burst), or of
+// -burst plus one (limit_req's burst=N nodelay), with 429,
 // or with -api route53 as Route 53 does (400, Throttling).
 type fakeServer struct {
-	srv  *http.Server
-	ln   net.Listener
-	lim  *rate.Limiter
-	shed float64 // the share refused at random, whatever the load
+	srv   *http.Server
+	ln    net.Listener
+	lim   *rate.Limiter
+	burst int     // the limiter's burst, less one
+	shed  float64 // the share refused at random, whatever the load
 	// route53 answers as nginx.StartRoute53 does: ListHostedZones'
 	// document, and 400 Throttling over the rate.
 	route53 bool
@@ -677,17 +684,21 @@ func startServer(c config) (server, error) {
 		if c.api == "route53" {
 			start = nginx.StartRoute53
 		}
-		n, err := start(c.rate, c.install)
+		n, err := start(c.rate, c.burst, c.install)
 		if err != nil {
 			return nil, err
 		}
-		return nginxServer{n}, nil
+		return nginxServer{n, c.burst}, nil
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	f := &fakeServer{ln: ln, lim: newLimiter(c.rate), shed: c.shed, route53: c.api == "route53"}
+	lim := newLimiter(c.rate)
+	if c.rate > 0 {
+		lim = rate.NewLimiter(rate.Limit(c.rate), c.burst+1)
+	}
+	f := &fakeServer{ln: ln, lim: lim, burst: c.burst, shed: c.shed, route53: c.api == "route53"}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go f.srv.Serve(ln)
 	return f, nil
@@ -720,10 +731,19 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) name() string {
+	name := "an in-process token bucket" + burstName(f.burst)
 	if f.shed > 0 {
-		return fmt.Sprintf("an in-process token bucket that also sheds %.0f%% at random", f.shed*100)
+		name += fmt.Sprintf(" that also sheds %.0f%% at random", f.shed*100)
 	}
-	return "an in-process token bucket"
+	return name
+}
+
+// burstName describes a server's burst, "" for none.
+func burstName(burst int) string {
+	if burst == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (burst %d)", burst)
 }
 func (f *fakeServer) url() string { return "http://" + f.ln.Addr().String() + "/" }
 func (f *fakeServer) close()      { f.srv.Close() }
@@ -751,9 +771,12 @@ func (f *fakeServer) since(mark int64, start time.Time) ([]event, error) {
 }
 
 // nginxServer is the server interface over a real nginx with limit_req.
-type nginxServer struct{ *nginx.Server }
+type nginxServer struct {
+	*nginx.Server
+	burst int
+}
 
-func (n nginxServer) name() string         { return "nginx limit_req" }
+func (n nginxServer) name() string         { return "nginx limit_req" + burstName(n.burst) }
 func (n nginxServer) url() string          { return n.URL() }
 func (n nginxServer) mark() (int64, error) { return n.Mark() }
 func (n nginxServer) close()               { n.Close() }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,6 +140,8 @@ func TestValidate(t *testing.T) {
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, shed: 0.95},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: -time.Second, interval: time.Second},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, known: 0.3},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, burst: -1},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, burst: 1001},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 0},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Millisecond},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 15500 * time.Microsecond},
@@ -218,4 +222,36 @@ func TestKnownRate(t *testing.T) {
 	assert.Equal(t, 100.0, c.knownRate())
 	c.known = 0.94
 	assert.InDelta(t, 94, c.knownRate(), 1e-9)
+}
+
+// The fake server with -burst accepts that many requests at once over
+// its rate (a token bucket of burst+1), and refuses the one after.
+func TestFakeServerBurst(t *testing.T) {
+	for _, burst := range []int{0, 3} {
+		srv, err := startServer(config{server: "fake", rate: 1, burst: burst})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name := srv.name(); burst > 0 && !strings.Contains(name, "burst 3") {
+			t.Errorf("name %q does not say the burst", name)
+		}
+		client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+		for i := 0; i < burst+2; i++ {
+			resp, err := client.Get(srv.url())
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			want := http.StatusOK
+			if i == burst+1 {
+				want = http.StatusTooManyRequests
+			}
+			if resp.StatusCode != want {
+				t.Errorf("burst %d, request %d: %d; want %d", burst, i+1, resp.StatusCode, want)
+			}
+		}
+		client.CloseIdleConnections()
+		srv.close()
+	}
 }

@@ -37,7 +37,8 @@ type Server struct {
 }
 
 // nginxConf is the config with its placeholders: {{dir}}, {{addr}},
-// {{rate}}, {{status}} (of a refusal) and {{locations}}.
+// {{rate}}, {{status}} (of a refusal) and {{locations}}, whose limit_req
+// lines have {{burst}}.
 const nginxConf = `worker_processes 1;
 daemon off;
 pid {{dir}}/nginx.pid;
@@ -67,14 +68,14 @@ http {
 // "return": return runs in the rewrite phase, before limit_req's
 // preaccess phase could refuse.
 const plainLocations = `		location / {
-			limit_req zone=api;
+			limit_req zone=api{{burst}};
 		}`
 
 // route53Locations answer ListHostedZones (GET /2013-04-01/hostedzone)
 // with an empty list, limited, and refuse as Route 53 does: 400 with a
 // Throttling error document. The error page's own location has no limit.
 const route53Locations = `		location = ` + ListHostedZonesPath + ` {
-			limit_req zone=api;
+			limit_req zone=api{{burst}};
 			default_type text/xml;
 			alias {{dir}}/www/list.xml;
 		}
@@ -94,26 +95,33 @@ const (
 	ThrottlingXML      = `<?xml version="1.0"?>` + "\n" + `<ErrorResponse xmlns="https://route53.amazonaws.com/doc/2013-04-01/"><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error><RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>` + "\n"
 )
 
-// Start starts nginx limiting every request to rate requests a second
-// (no burst), answering the others 429; with install, it installs Debian's
-// nginx-light first when nginx is absent.
-func Start(rate float64, install bool) (*Server, error) {
-	return start(rate, install, http.StatusTooManyRequests, plainLocations, map[string]string{"index.html": "ok\n"})
+// Start starts nginx limiting every request to rate requests a second,
+// answering the others 429; with install, it installs Debian's
+// nginx-light first when nginx is absent. With a burst of 0, nginx
+// refuses any request that comes sooner than 1/rate after the last one
+// it accepted; with burst n (limit_req's burst=n nodelay), it accepts up
+// to n such requests at once, a token bucket of n+1.
+func Start(rate float64, burst int, install bool) (*Server, error) {
+	return start(rate, burst, install, http.StatusTooManyRequests, plainLocations, map[string]string{"index.html": "ok\n"})
 }
 
 // StartRoute53 starts nginx as a Route 53-style API: ListHostedZones
-// (GET [ListHostedZonesPath]) limited to rate requests a second (no
-// burst), the others answered as Route 53 answers over its rate, 400 with
-// a Throttling error document; every other path is 404. With install, it
-// installs Debian's nginx-light first when nginx is absent.
-func StartRoute53(rate float64, install bool) (*Server, error) {
-	return start(rate, install, http.StatusBadRequest, route53Locations,
+// (GET [ListHostedZonesPath]) limited to rate requests a second with
+// burst as for [Start], the others answered as Route 53 answers over its
+// rate, 400 with a Throttling error document; every other path is 404.
+// With install, it installs Debian's nginx-light first when nginx is
+// absent.
+func StartRoute53(rate float64, burst int, install bool) (*Server, error) {
+	return start(rate, burst, install, http.StatusBadRequest, route53Locations,
 		map[string]string{"list.xml": ListHostedZonesXML, "throttled.xml": ThrottlingXML})
 }
 
-// start starts nginx with locations, refusing with status over rate, and
-// the files of its root directory, by name.
-func start(rate float64, install bool, status int, locations string, files map[string]string) (*Server, error) {
+// start starts nginx with locations, refusing with status over rate and
+// burst, and the files of its root directory, by name.
+func start(rate float64, burst int, install bool, status int, locations string, files map[string]string) (*Server, error) {
+	if burst < 0 {
+		return nil, fmt.Errorf("nginx: burst %d: want 0 or more", burst)
+	}
 	bin, err := exec.LookPath("nginx")
 	if err != nil {
 		bin = "/usr/sbin/nginx"
@@ -140,7 +148,12 @@ func start(rate float64, install bool, status int, locations string, files map[s
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
+	limit := ""
+	if burst > 0 {
+		limit = fmt.Sprintf(" burst=%d nodelay", burst)
+	}
 	conf := strings.NewReplacer("{{locations}}", locations).Replace(nginxConf)
+	conf = strings.ReplaceAll(conf, "{{burst}}", limit)
 	conf = strings.NewReplacer("{{dir}}", dir, "{{rate}}", strconv.FormatFloat(rate, 'f', -1, 64),
 		"{{addr}}", addr, "{{status}}", strconv.Itoa(status)).Replace(conf)
 	if err := os.MkdirAll(filepath.Join(dir, "www"), 0o755); err != nil {

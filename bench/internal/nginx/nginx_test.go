@@ -78,7 +78,7 @@ func TestParseLog(t *testing.T) {
 // checks that it answers ListHostedZones, refuses the call after it, too
 // soon for a rate of 1 a second, as Route 53 does, and logs both.
 func TestRoute53(t *testing.T) {
-	n, err := StartRoute53(1, false)
+	n, err := StartRoute53(1, 0, false)
 	if err != nil {
 		t.Skipf("no nginx: %v", err)
 	}
@@ -118,5 +118,42 @@ func TestRoute53(t *testing.T) {
 	}
 	if len(evs) != 2 || evs[0].Status != http.StatusOK || evs[1].Status != http.StatusBadRequest {
 		t.Errorf("logged %+v; want a 200 then a 400", evs)
+	}
+}
+
+// TestBurst starts nginx at 1 request a second with a burst of 3, when
+// nginx is installed: it accepts 4 requests at once and refuses the
+// fifth; without a burst, it refuses the second. A negative burst is an
+// error.
+func TestBurst(t *testing.T) {
+	if _, err := Start(1, -1, false); err == nil {
+		t.Error("Start with a burst of -1: no error")
+	}
+	for _, burst := range []int{0, 3} {
+		n, err := Start(1, burst, false)
+		if err != nil {
+			t.Skipf("no nginx: %v", err)
+		}
+		client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+		var got []int
+		for i := 0; i < burst+2; i++ {
+			resp, err := client.Get(n.URL())
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			got = append(got, resp.StatusCode)
+		}
+		client.CloseIdleConnections()
+		n.Close()
+		want := make([]int, burst+2)
+		for i := range want {
+			want[i] = http.StatusOK
+		}
+		want[burst+1] = http.StatusTooManyRequests
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("burst %d: statuses %v; want %v", burst, got, want)
+		}
 	}
 }
