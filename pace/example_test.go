@@ -11,8 +11,9 @@ import (
 )
 
 // A Pacer learns a host's rate from its throttling: here the server
-// refuses the first two requests with 429, the second of which engages the Pacer for it, and
-// the retry (and every later attempt to the host) waits for its turn.
+// refuses the first two requests with 429, the second of which engages
+// the Pacer for it, and the retry (and every later attempt to the host)
+// waits for its turn.
 func ExamplePacer() {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

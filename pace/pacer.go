@@ -115,9 +115,9 @@ const (
 // 0.4 of the answers (a burst far above a limit), since one refusal among
 // a handful of answers is as likely a load balancer's at random, and says
 // nothing of the rate. A throttle with a Retry-After (or other server
-// hint) engages the key at once, to pause it. From then on every attempt waits for its turn:
-// turns are handed out first come, first served, one interval (1/rate)
-// apart, after any backoff.
+// hint) engages the key at once, to pause it. From then on every attempt
+// waits for its turn: turns are handed out first come, first served, one
+// interval (1/rate) apart, after any backoff.
 //
 // The rate adapts as the AWS SDK's "adaptive" retry mode does, with two
 // measurements added. A throttle of an attempt paced at the rate in force
@@ -194,8 +194,7 @@ const (
 // less two standard errors of its measure; at most twice what it may
 // have been, plus two; three refusals at least; the first share at most
 // 0.4, over 8 outcomes, or 16 for a chain begun again after a limit's)
-// shows the refusals not to depend on the
-// rate. The key goes back to
+// shows the refusals not to depend on the rate. The key goes back to
 // idle, its waiting attempts go on at once, and it remembers the share:
 // a throttle engages it again (or, engaged, cuts its rate) only when the
 // share refused over the last second or so is well above it (twice it,
@@ -203,7 +202,7 @@ const (
 // test costs, once, the time of the attempts paced slower until it is
 // decided, milliseconds for a fast client: against refusals at random,
 // in bench/pacing's runs (40 clients, 600 GETs of a few milliseconds in
-// all, 40 to 200 ms a run), the CUBIC Pacer fails no more requests than
+// all, a median run 40 to 200 ms), the CUBIC Pacer fails no more requests than
 // no Pacer, and its median time is 1.01 to 1.13 times theirs at 5, 10
 // and 25 % refused, over two batches of 100 runs each. A Pacer is for
 // rate limits.
@@ -420,8 +419,10 @@ type outage struct {
 //
 // So a chain of cuts is watched from its first: the rate before it, and
 // the share of the attempts refused before it. If that share was
-// moderate (at most shedMaxShare: a limit then refuses nothing once the
-// rate is cut by a third) and, at 0.7 times that rate or less (or the
+// moderate (at most shedMaxShare: 0.7 times the rate, a limit refuses
+// nothing if that share was 0.3 or less, and at most 14 % at 0.4, though
+// a token bucket's burst makes a limit's share look smaller than it is;
+// see docs/pacing.md, "Against a burst") and, at 0.7 times that rate or less (or the
 // rate of a moderate first cut, see low), the attempts paced at the rate
 // in force are still refused at between half and twice that share (see
 // hiLower and hiUpper), the refusals do not come from the rate: the key
@@ -1321,7 +1322,8 @@ func (sh *shedding) hiUpper(hi float64) float64 {
 
 // hiLower is the chain's first share, hi, less two standard errors: how
 // low that share may have been. A share at the low rate of half that or
-// more is not a limit's, which falls to nothing below it. Against half
+// more is taken for not a limit's, whose share falls well below half
+// there (see shedding for where that fails). Against half
 // of hi itself, a first share measured high by chance (3 refusals of 13
 // where 10 % are shed) held the test undecided for hundreds of
 // outcomes, at the low rate.

@@ -228,18 +228,22 @@ func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 // share accepted, not floored at the rate of the successes counted so
 // far (the answers still in flight missing from it).
 func TestPacerModerateFirstCut(t *testing.T) {
-	p := &Pacer{}
 	req := hostRequest(t, "api.example")
-	at := pacerEpoch
-	for i := 0; i < 25; i++ {
-		p.reserve(req, pacerEpoch)
+	// 25 sent at once, 19 answered over 1.9 ms, then a throttle at 2 ms.
+	firstCut := func(p *Pacer) (float64, bool) {
+		at := pacerEpoch
+		for i := 0; i < 25; i++ {
+			p.reserve(req, pacerEpoch)
+		}
+		for i := 0; i < 19; i++ {
+			p.observe(req, retry.Success, response(200), 0, at)
+			at = at.Add(100 * time.Microsecond)
+		}
+		p.observe(req, retry.Throttled, response(429), 0, pacerEpoch.Add(2*time.Millisecond))
+		return p.Rate("api.example")
 	}
-	for i := 0; i < 19; i++ {
-		p.observe(req, retry.Success, response(200), 0, at)
-		at = at.Add(100 * time.Microsecond)
-	}
-	p.observe(req, retry.Throttled, response(429), 0, pacerEpoch.Add(2*time.Millisecond))
-	r, engaged := p.Rate("api.example")
+	p := &Pacer{}
+	r, engaged := firstCut(p)
 	require.True(t, engaged)
 	base := 25 / 0.002 // 25 sent in the 2 ms since the first answer
 	assert.InDelta(t, acceptedShare*(1-1.0/20)*base, r, 1e-6)
@@ -248,14 +252,7 @@ func TestPacerModerateFirstCut(t *testing.T) {
 	// Clamped to MinRate, the cut is the low rate as clamped: below it,
 	// no rate in force would ever be low enough to test.
 	p = &Pacer{MinRate: 11000}
-	for i := 0; i < 25; i++ {
-		p.reserve(req, pacerEpoch)
-	}
-	for i := 0; i < 19; i++ {
-		p.observe(req, retry.Success, response(200), 0, pacerEpoch)
-	}
-	p.observe(req, retry.Throttled, response(429), 0, pacerEpoch.Add(2*time.Millisecond))
-	r, engaged = p.Rate("api.example")
+	r, engaged = firstCut(p)
 	require.True(t, engaged)
 	assert.Equal(t, 11000.0, r)
 	assert.Equal(t, r, p.state(req).shed.low(), "the low rate, at MinRate")

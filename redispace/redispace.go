@@ -225,7 +225,6 @@ type turn struct {
 // a success grows it, and the server's requested wait pauses the key.
 func (t *turn) Done(f retry.Feedback) {
 	class := "other"
-	hinted := f.Hinted
 	switch f.Class {
 	case retry.Success:
 		class = "ok"
@@ -236,7 +235,7 @@ func (t *turn) Done(f retry.Feedback) {
 		}
 		// Refused, but not for the rate: its wait is the request's own
 		// (a conflict's), not the fleet's.
-		hinted = false
+		f.Hinted = false
 		fallthrough
 	default:
 		if !t.slot {
@@ -244,7 +243,7 @@ func (t *turn) Done(f retry.Feedback) {
 		}
 	}
 	hint := int64(-1)
-	if hinted {
+	if f.Hinted {
 		hint = f.Wait.Microseconds()
 	}
 	p := t.p

@@ -3,9 +3,10 @@
 // the server refuses with 429 (no Retry-After) whatever exceeds its rate.
 // It compares full jitter alone with full jitter plus the Pacer (CUBIC and
 // AIMD) and with a fixed limiter set to the server's rate (or -known times
-// it), side by side in
-// one run, and reports attempts per request, completion time against the
-// ideal (requests ÷ rate), and the requests' p50 and p99 times.
+// it), side by side in one run, and reports attempts per request,
+// completion time against the ideal (requests ÷ rate; with -burst the
+// bucket's first N+1 come on top, so a run can beat it), and the
+// requests' p50 and p99 times.
 //
 //	go run ./pacing                 # an in-process token-bucket server
 //	go run ./pacing -server nginx   # a real nginx limit_req (installed from Debian if absent)
@@ -96,7 +97,7 @@ func main() {
 	flag.IntVar(&c.clients, "clients", 100, "concurrent clients")
 	flag.IntVar(&c.requests, "requests", 3, "requests each client makes, one after another")
 	flag.Float64Var(&c.rate, "rate", 100, "the server's limit, requests per second (0: none, with -server fake)")
-	flag.IntVar(&c.rounds, "rounds", 3, "runs of each strategy (the table shows means per run, failures summed, median times, and request latencies pooled)")
+	flag.IntVar(&c.rounds, "rounds", 3, "runs of each strategy (the table shows means per run, failures summed, median times, each median against the first row's with a 95% bootstrap interval from 10 rounds, and request latencies pooled)")
 	flag.StringVar(&c.csv, "csv", "", "write one row per run to this CSV file")
 	flag.StringVar(&c.series, "series", "", "write the attempts accepted and refused per interval of every run to this CSV file")
 	flag.StringVar(&c.svg, "svg", "", "write a chart of the attempts per interval of each strategy's first run to this SVG file")
@@ -392,7 +393,7 @@ func runOnce(c config, srv server, s strategy) (result, error) {
 func newCaller(c config, s strategy, url string, base http.RoundTripper) func(context.Context) bool {
 	var under http.RoundTripper = base
 	if s.known {
-		under = limited{base: base, lim: newLimiter(c.knownRate())}
+		under = limited{base: base, lim: newLimiter(c.knownRate(), 1)}
 	}
 	if c.api == "route53" {
 		return route53Caller(s, url, under)
@@ -531,11 +532,12 @@ func report(out io.Writer, list []strategy, ideal time.Duration, results []resul
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tattempts/request\trefused/run\tfailed\tmedian time\ttime/ideal\ttime/first\tp50 request\tp99 request\t")
 	var first []time.Duration
+	var mf time.Duration // first's median
 	for i, s := range list {
 		a := byName[s.name]
 		n := float64(len(a.elapsed))
 		if i == 0 {
-			first = a.elapsed
+			first, mf = a.elapsed, median(a.elapsed)
 		}
 		med := median(a.elapsed)
 		ratio := "-"
@@ -543,7 +545,7 @@ func report(out io.Writer, list []strategy, ideal time.Duration, results []resul
 			ratio = fmt.Sprintf("%.2f", float64(med)/float64(ideal))
 		}
 		vsFirst := "-"
-		if mf := median(first); mf > 0 {
+		if mf > 0 {
 			vsFirst = fmt.Sprintf("%.2f", float64(med)/float64(mf))
 		}
 		if len(a.elapsed) >= 10 && len(first) >= 10 {
@@ -559,10 +561,10 @@ func report(out io.Writer, list []strategy, ideal time.Duration, results []resul
 }
 
 // newLimiter returns a token bucket of r tokens a second with a burst of
-// one; no limit when r is 0.
-func newLimiter(r float64) *rate.Limiter {
+// burst; no limit when r is 0.
+func newLimiter(r float64, burst int) *rate.Limiter {
 	if r > 0 {
-		return rate.NewLimiter(rate.Limit(r), 1)
+		return rate.NewLimiter(rate.Limit(r), burst)
 	}
 	return rate.NewLimiter(rate.Inf, 1)
 }
@@ -659,11 +661,10 @@ type server interface {
 // -burst plus one (limit_req's burst=N nodelay), with 429,
 // or with -api route53 as Route 53 does (400, Throttling).
 type fakeServer struct {
-	srv   *http.Server
-	ln    net.Listener
-	lim   *rate.Limiter
-	burst int     // the limiter's burst, less one
-	shed  float64 // the share refused at random, whatever the load
+	srv  *http.Server
+	ln   net.Listener
+	lim  *rate.Limiter
+	shed float64 // the share refused at random, whatever the load
 	// route53 answers as nginx.StartRoute53 does: ListHostedZones'
 	// document, and 400 Throttling over the rate.
 	route53 bool
@@ -694,19 +695,15 @@ func startServer(c config) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim := newLimiter(c.rate)
-	if c.rate > 0 {
-		lim = rate.NewLimiter(rate.Limit(c.rate), c.burst+1)
-	}
-	f := &fakeServer{ln: ln, lim: lim, burst: c.burst, shed: c.shed, route53: c.api == "route53"}
+	f := &fakeServer{ln: ln, lim: newLimiter(c.rate, c.burst+1), shed: c.shed, route53: c.api == "route53"}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go f.srv.Serve(ln)
 	return f, nil
 }
 
-// ServeHTTP answers 200, or a refusal over the rate (see fakeServer), and records the attempt
-// before answering, so that a run's record is complete when its last
-// response arrives.
+// ServeHTTP answers 200, or a refusal over the rate (see fakeServer), and
+// records the attempt before answering, so that a run's record is
+// complete when its last response arrives.
 func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status, refusal, ok := http.StatusOK, http.StatusTooManyRequests, "ok\n"
 	if f.route53 {
@@ -731,7 +728,10 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) name() string {
-	name := "an in-process token bucket" + burstName(f.burst)
+	name := "an in-process token bucket"
+	if f.lim.Limit() != rate.Inf {
+		name += burstName(f.lim.Burst() - 1)
+	}
 	if f.shed > 0 {
 		name += fmt.Sprintf(" that also sheds %.0f%% at random", f.shed*100)
 	}

@@ -232,10 +232,12 @@ func TestFakeServerBurst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if name := srv.name(); burst > 0 && !strings.Contains(name, "burst 3") {
+		t.Cleanup(srv.close)
+		if name := srv.name(); !strings.Contains(name, burstName(burst)) {
 			t.Errorf("name %q does not say the burst", name)
 		}
 		client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+		t.Cleanup(client.CloseIdleConnections)
 		for i := 0; i < burst+2; i++ {
 			resp, err := client.Get(srv.url())
 			if err != nil {
@@ -251,7 +253,5 @@ func TestFakeServerBurst(t *testing.T) {
 				t.Errorf("burst %d, request %d: %d; want %d", burst, i+1, resp.StatusCode, want)
 			}
 		}
-		client.CloseIdleConnections()
-		srv.close()
 	}
 }

@@ -153,9 +153,8 @@ func start(rate float64, burst int, install bool, status int, locations string, 
 		limit = fmt.Sprintf(" burst=%d nodelay", burst)
 	}
 	conf := strings.NewReplacer("{{locations}}", locations).Replace(nginxConf)
-	conf = strings.ReplaceAll(conf, "{{burst}}", limit)
 	conf = strings.NewReplacer("{{dir}}", dir, "{{rate}}", strconv.FormatFloat(rate, 'f', -1, 64),
-		"{{addr}}", addr, "{{status}}", strconv.Itoa(status)).Replace(conf)
+		"{{addr}}", addr, "{{status}}", strconv.Itoa(status), "{{burst}}", limit).Replace(conf)
 	if err := os.MkdirAll(filepath.Join(dir, "www"), 0o755); err != nil {
 		return nil, err
 	}

@@ -134,7 +134,9 @@ func TestBurst(t *testing.T) {
 		if err != nil {
 			t.Skipf("no nginx: %v", err)
 		}
+		t.Cleanup(n.Close)
 		client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+		t.Cleanup(client.CloseIdleConnections)
 		var got []int
 		for i := 0; i < burst+2; i++ {
 			resp, err := client.Get(n.URL())
@@ -145,8 +147,6 @@ func TestBurst(t *testing.T) {
 			resp.Body.Close()
 			got = append(got, resp.StatusCode)
 		}
-		client.CloseIdleConnections()
-		n.Close()
 		want := make([]int, burst+2)
 		for i := range want {
 			want[i] = http.StatusOK
