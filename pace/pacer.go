@@ -42,6 +42,16 @@ const (
 	smoothing = 0.8
 	// bucketWidth is the period over which the sending rate is measured.
 	bucketWidth = 500 * time.Millisecond
+	// drainWindow is how long after a key's first throttle the successes
+	// since bound the accepted rate (see keyState.acceptedRate): as long as
+	// a burst's share of the smoothed rate takes to fade.
+	drainWindow = 2 * bucketWidth
+	// More than drainedShare of the answers since that first throttle
+	// refused keep the bucket empty: a client far above a limit (83 to
+	// 96 % in the first 100 ms of a cascade against nginx), not one
+	// refused at random (a quarter shed at random refused up to 62 % of
+	// the first 8 to 60 answers).
+	drainedShare = 0.75
 	// acceptedShare of the measured success rate is the lowest a throttle
 	// cuts to: just below the server's capacity, so that timing jitter
 	// does not make the paced attempts collide.
@@ -394,6 +404,12 @@ type meter struct {
 	accepted            float64   // smoothed success rate, requests per second
 	bucket              time.Time // start of the current bucket
 	sampled             bool      // a whole bucket has been measured
+	// drained is when the key's first throttle (since it was last idle)
+	// found the server's bucket empty, and drainedOK and drainedRefused
+	// count the successes and throttles since (see acceptedRate); zero:
+	// not engaged.
+	drained                   time.Time
+	drainedOK, drainedRefused int64
 }
 
 // outage tells an outage from a rate limit: cuts with no success between
@@ -837,6 +853,13 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		}
 	}
 	s.shed.count(s, class == retry.Throttled, gen)
+	if !s.meter.drained.IsZero() {
+		if class == retry.Throttled {
+			s.meter.drainedRefused++
+		} else {
+			s.meter.drainedOK++
+		}
+	}
 	switch {
 	case class == retry.Throttled && !hinted && s.shed.noise(s):
 		// Refused no more often than the share found not to depend on
@@ -933,6 +956,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// minElapsed (minElapsedModerate for a moderate share), estimate it.
 	base, share := s.rate.fill, 1.0
 	if !s.engaged.Load() {
+		defer s.meter.drain(now)
 		s.outage.lastOK, s.outage.cutsSinceOK, s.outage.holding = now, 0, false // an outage is timed from here
 		// The share of the current bucket's answers refused, if the
 		// server has answered a quarter of the attempts sent in it or
@@ -1026,12 +1050,40 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 // acceptedRate returns the rate of successes: the smoothed rate, or the
 // current bucket's if that is higher (it is fresher) and counts at least
 // minSamples successes.
+//
+// A token bucket's burst inflates both: a limiter of 100 requests a second
+// with a burst of 10 accepts 11 at once, and 11 successes within the 10 ms
+// of a cold start's first cuts measured 1100 a second, so that every cut
+// of the cascade that followed stopped at 0.9 of a rate the server had
+// never kept up (over twenty cuts from a thousand a second, each paid for
+// with refusals). Once a throttle has found the bucket empty, and while
+// the client keeps it empty (drainedShare of the answers since refused),
+// the successes since come at the rate it refills: for drainWindow after
+// the first throttle, the rate is no more than theirs over the time
+// since, or, fewer than minSamples of them, than minSamples over it. A
+// client refused at random is not bounded so: cut to the share accepted
+// since its first throttle, it would be cut again and again (see
+// shedding).
 func (s *keyState) acceptedRate(now time.Time) float64 {
-	n := s.meter.ok.Load()
-	if n < minSamples {
-		return s.meter.accepted // too few to tell a rate from chance
+	c := s.meter.accepted
+	if n := s.meter.ok.Load(); n >= minSamples {
+		c = max(c, float64(n)/max(now.Sub(s.meter.bucket), minElapsed).Seconds())
 	}
-	return max(s.meter.accepted, float64(n)/max(now.Sub(s.meter.bucket), minElapsed).Seconds())
+	m := &s.meter
+	if e := now.Sub(m.drained); !m.drained.IsZero() && e > 0 && e < drainWindow &&
+		float64(m.drainedRefused) > drainedShare*float64(m.drainedOK+m.drainedRefused) {
+		// Over the time since, not minElapsed: a bound that holds a
+		// client of thousands a second to minSamples in 10 ms would
+		// cut it far below what it is accepted at.
+		c = min(c, float64(max(m.drainedOK, minSamples))/e.Seconds())
+	}
+	return c
+}
+
+// drain notes the key's first throttle since it was idle: the server's
+// bucket is empty (see acceptedRate). The caller holds s.mu.
+func (m *meter) drain(now time.Time) {
+	m.drained, m.drainedOK, m.drainedRefused = now, 0, 0
 }
 
 // succeeded grows the rate back after a throttle.
@@ -1146,6 +1198,7 @@ func (s *keyState) idle() {
 	s.rate.lastMax, s.rate.cutTo, s.rate.window, s.sched.granted = 0, 0, 0, 0
 	s.rate.limit, s.rate.steady = 0, 0
 	s.outage.cutsSinceOK, s.outage.holding = 0, false
+	s.meter.drained = time.Time{}
 	s.shed.endChain()
 }
 

@@ -13,12 +13,14 @@ import (
 )
 
 // simServer is a server on the fake clock: a token bucket of rate
-// requests a second (0: no limit) with a burst of one, which also refuses
-// a share shed of the requests at random, whatever the load. An attempt
-// sent at a time arrives up to lag later, at random, and never before the
-// one sent before it: the network's and the server's own timing.
+// requests a second (0: no limit) with a burst of one (or of 1+burst,
+// full at the first attempt), which also refuses a share shed of the
+// requests at random, whatever the load. An attempt sent at a time
+// arrives up to lag later, at random, and never before the one sent
+// before it: the network's and the server's own timing.
 type simServer struct {
 	rate   float64
+	burst  float64
 	shed   float64
 	lag    time.Duration
 	tokens float64
@@ -39,8 +41,11 @@ func (s *simServer) answer(at time.Time) retry.Class {
 			at = s.last
 		}
 	}
-	if !s.last.IsZero() {
-		s.tokens = min(1, s.tokens+at.Sub(s.last).Seconds()*s.rate)
+	switch {
+	case !s.last.IsZero():
+		s.tokens = min(1+s.burst, s.tokens+at.Sub(s.last).Seconds()*s.rate)
+	case s.burst > 0:
+		s.tokens = 1 + s.burst // a burst's bucket starts full
 	}
 	s.last = at
 	if s.tokens < 1 {
