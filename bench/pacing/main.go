@@ -295,10 +295,7 @@ func run(c config, out io.Writer) error {
 	var results []result
 	for round := 1; round <= c.rounds; round++ {
 		for _, s := range list {
-			// Let the server's bucket refill between runs.
-			if c.rate > 0 {
-				time.Sleep(time.Duration(float64(time.Second) * 2 / c.rate * 10))
-			}
+			time.Sleep(refillPause(c.rate, c.burst))
 			r, err := runOnce(c, srv, s)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
@@ -558,6 +555,17 @@ func report(out io.Writer, list []strategy, ideal time.Duration, results []resul
 			quantile(a.latencies, 0.99).Round(time.Millisecond))
 	}
 	tw.Flush()
+}
+
+// refillPause is how long a run waits for the server's bucket to refill
+// before it starts: 20 tokens' worth, or the whole bucket's (burst+1) if
+// that is more, so that every run begins with a full bucket; none when
+// there is no limit.
+func refillPause(r float64, burst int) time.Duration {
+	if r <= 0 {
+		return 0
+	}
+	return time.Duration(float64(max(20, burst+1)) / r * float64(time.Second))
 }
 
 // newLimiter returns a token bucket of r tokens a second with a burst of

@@ -255,3 +255,13 @@ func TestFakeServerBurst(t *testing.T) {
 		}
 	}
 }
+
+// Each run starts with a full bucket: the pause between runs refills 20
+// tokens, or the whole bucket when the burst is larger.
+func TestRefillPause(t *testing.T) {
+	assert.Zero(t, refillPause(0, 10), "no limit")
+	assert.Equal(t, 200*time.Millisecond, refillPause(100, 0))
+	assert.Equal(t, 200*time.Millisecond, refillPause(100, 10))
+	assert.Equal(t, 500*time.Millisecond, refillPause(100, 49), "a bucket of 50")
+	assert.Equal(t, 4*time.Second, refillPause(5, 5))
+}
