@@ -223,9 +223,10 @@ const (
 // rounds) with the Pacer, against 6.02 attempts and 2.24 times with full
 // jitter alone, and 1.20 and 1.20 with a limiter set to the known rate
 // (bench/pacing). Against a limit with a burst (nginx's burst=10) it is
-// as fast as that limiter but needs 1.3 to 1.4 attempts per request,
-// against 1.00: the test of shedding can take such a limit for
-// shedding (docs/pacing.md, "Against a burst").
+// as fast as that limiter but needs 1.20 attempts per request (AIMD
+// 1.18), against 1.00: a cold start's cuts still pay for the burst's
+// successes, and the test of shedding can take such a limit for
+// shedding now and then (docs/pacing.md, "Against a burst").
 //
 // The zero value is ready to use. Fields must not be changed after first
 // use. A Pacer is safe for concurrent use.
