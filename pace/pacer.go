@@ -410,7 +410,7 @@ type meter struct {
 	// drained is when the key's first throttle (since it was last idle)
 	// found the server's bucket empty, and drainedOK and drainedRefused
 	// count the successes and throttles since (see acceptedRate); zero:
-	// not engaged.
+	// none since (a key engaged by a server's hint has not drained it).
 	drained                   time.Time
 	drainedOK, drainedRefused int64
 }
