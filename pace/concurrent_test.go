@@ -46,10 +46,11 @@ func (q *simEvents) Pop() any {
 // simClients runs clients at once on the fake clock, each sending its
 // requests one after another through p to srv and retrying a refused
 // attempt after a backoff with full jitter (10 ms doubled for each
-// attempt, up to a second), each answered rtt after it is sent. Turns are taken as Wait takes them: when an attempt wants to go,
-// and again when the turn it waits for is void. p's slow start is not
-// simulated (InitialWindow must be negative). It returns when n requests
-// have succeeded, and the attempts refused on the way.
+// attempt, up to a second), each answered rtt after it is sent. Turns
+// are taken as Wait takes them: when an attempt wants to go, and again
+// when the turn it waits for is void. p's slow start is not simulated
+// (InitialWindow must be negative). It returns when n requests have
+// succeeded, and the attempts refused on the way.
 func simClients(t *testing.T, p *Pacer, srv *simServer, clients, n int, rtt time.Duration, rnd *rand.Rand) (end time.Time, refused int) {
 	t.Helper()
 	if p.InitialWindow >= 0 {
