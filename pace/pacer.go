@@ -87,12 +87,22 @@ const (
 	// the others must not wait on them for longer than this.
 	slowStartLimit = time.Second
 	// Refusals that do not depend on the rate (see shedding): a chain of
-	// cuts whose refusal share was at most shedMaxShare is tested once
-	// the rate is shedLowRate times the chain's first rate or less, after
-	// shedMinRefusals refusals there.
-	shedMaxShare    = 0.4
-	shedLowRate     = 0.7
-	shedMinRefusals = 3
+	// cuts whose refusal share was not clearly over shedMaxShare is
+	// tested once the rate is shedLowRate times the chain's first rate
+	// or less, after shedMinRefusals refusals there, and again at a
+	// lower rate, no lower than shedDeepFloor times that (see deepen);
+	// after shedMaxRefusals undecided, the chain is a limit's. A share is
+	// clearly higher or lower than another when a binomial test says so
+	// at shedSignificance.
+	shedMaxShare     = 0.4
+	shedLowRate      = 0.7
+	shedMinRefusals  = 3
+	shedMaxRefusals  = 4 * shedMinRefusals
+	shedDeepFloor    = 0.5
+	shedSignificance = 0.01
+	// A rate in force over paceSlack times the rate the client sends at
+	// does not hold it back (see keyState.paceHolds).
+	paceSlack = 1.5
 	// A steady limit (see rateCurve.learn): throttles at rates within
 	// steadyBand of each other find the same limit; the rate then grows
 	// back to plateauShare of the lowest of them and holds there for
@@ -198,26 +208,42 @@ const (
 // share of requests at random, or a flaky backend, refuses the same share
 // at any rate, and pacing slower would only queue the requests past
 // their deadlines. A limit's refusals fall as the rate falls below it.
-// So a chain of cuts is tested: once the rate is 0.7 times where the
-// chain began (or where a moderate first cut put it), a share refused as
-// often as before the first cut (at least half of what it may have been,
-// less two standard errors of its measure; at most twice what it may
-// have been, plus two; three refusals at least; the first share at most
-// 0.4, over 8 outcomes, or 16 for a chain begun again after a limit's)
-// shows the refusals not to depend on the rate. The key goes back to
-// idle, its waiting attempts go on at once, and it remembers the share:
-// a throttle engages it again (or, engaged, cuts its rate) only when the
+// So a chain of cuts is tested, in two stages. Once the rate is 0.7
+// times where the chain began (or where a moderate first cut put it), a
+// share refused about as often as before the first cut (from three
+// refusals on: at least half of what the first share may have been,
+// less two standard errors of its measure, and no more than it may have
+// been, plus two) passes the first stage. As a token bucket's burst makes
+// a limit's first share look smaller than it is, the test then goes on
+// below what a limit accepted at that rate (0.9 of it, no lower than
+// half the rate), where a limit's share falls, and only a share as high
+// again there (at least what the first may have been, less two standard
+// errors) shows the refusals not to depend on the rate. A share clearly
+// higher or lower than the first (by a binomial test at 1 %), or
+// undecided after twelve refusals, is a limit's: the chain ends, and
+// cuts. Shares are counted without the refusal that stopped their count
+// (a count that ends at a refusal overstates the share: at a quarter
+// refused at random, 46 % on average up to the first), a first share too
+// high to test is one clearly over 0.4 (by two standard errors; over 8
+// outcomes, or 16 for a chain begun again after a limit's), and a rate
+// the client does not send at (it sends slower) tests nothing, and cuts.
+// The key goes back to idle, its waiting attempts go on at once, it
+// forgets the rates measured while paced, and it remembers the share: a
+// throttle engages it again (or, engaged, cuts its rate) only when the
 // share refused over the last second or so is well above it (twice it,
-// and three standard deviations), as a limit's refusals would be. The
-// test costs, once, the time of the attempts paced slower until it is
-// decided, milliseconds for a fast client: against refusals at random,
-// in bench/pacing's runs (40 clients, 600 GETs of a few milliseconds in
-// all, a median run 40 to 200 ms), the CUBIC Pacer fails no request at 5
-// and 10 % refused, and its median time is 0.97 to 1.18 times no
-// Pacer's in the batches of 100 runs recorded; at 25 %, 0 to 279 of
-// 60,000 requests fail per batch (no Pacer: 0 to 3), as a run now and
-// then ratchets its rate down past the requests' deadlines
-// (docs/pacing.md). A Pacer is for rate limits.
+// or halfway to all, whichever is less, and three standard deviations),
+// as a limit's refusals would be. The test costs, once, the time of the
+// attempts paced slower until it is decided, milliseconds for a fast
+// client: against refusals at random, in bench/pacing's runs (40
+// clients, 600 GETs of a few milliseconds in all, a median run 40 to 200
+// ms), in three batches of 100 runs at 25 % refused the CUBIC Pacer
+// failed 0, 1 and 1 of 60,000 requests, AIMD 0, 0 and 1, no Pacer 1, 0
+// and 1 (before the test's second stage: CUBIC 0 to 279 per batch, AIMD
+// 0 to 924, as a run now and then ratcheted its rate down past the
+// requests' deadlines), and none at 5 and 10 %; its median time was 1.01
+// to 1.13 times no Pacer's at 25 % (AIMD 0.97 to 1.21), 1.06 at 10 % and
+// 1.19 at 5 % (docs/pacing.md, "The test in two stages"). A Pacer is for
+// rate limits.
 //
 // Against nginx's limit_req at 100 requests/s (429, no Retry-After), 100
 // clients making 3 requests each through one Transport needed 1.08
@@ -225,10 +251,12 @@ const (
 // rounds) with the Pacer, against 6.02 attempts and 2.24 times with full
 // jitter alone, and 1.20 and 1.20 with a limiter set to the known rate
 // (bench/pacing). Against a limit with a burst (nginx's burst=10) it is
-// as fast as that limiter but needs 1.20 attempts per request (AIMD
-// 1.18), against 1.00: a cold start's cuts still pay for the burst's
-// successes, and the test of shedding can take such a limit for
-// shedding now and then (docs/pacing.md, "Against a burst").
+// as fast as that limiter but needs 1.25 attempts per request (AIMD
+// 1.25; 1.16 to 1.21 in earlier batches), against 1.00: a cold start's
+// cuts still pay for the burst's successes (docs/pacing.md, "Against a
+// burst"). Since the test of shedding has two stages, such a limit no
+// longer passes for shedding in the runs recorded (docs/pacing.md, "The
+// test in two stages").
 //
 // The zero value is ready to use. Fields must not be changed after first
 // use. A Pacer is safe for concurrent use.
@@ -437,20 +465,24 @@ type outage struct {
 // turns that retries alone would not have needed.
 //
 // So a chain of cuts is watched from its first: the rate before it, and
-// the share of the attempts refused before it. If that share was
-// moderate (at most shedMaxShare: 0.7 times the rate, a limit refuses
-// nothing if that share was 0.3 or less, and at most 14 % at 0.4, though
-// a token bucket's burst makes a limit's share look smaller than it is;
-// see docs/pacing.md, "Against a burst") and, at 0.7 times that rate or less (or the
-// rate of a moderate first cut, see low), the attempts paced at the rate
-// in force are still refused at between half and twice that share (see
-// hiLower and hiUpper), the refusals do not come from the rate: the key
-// disengages, and remembers the share. A throttle then engages the key
-// again, or cuts an engaged key's rate, only when the share refused over
-// the last two buckets is well above it (see noise), as a limit's
-// refusals grow with the rate. The chain ends when the share at the lower
-// rate has clearly fallen or risen (a limit, confirmed), or when the key
-// restarts or disengages.
+// the share of the attempts refused before it (counted without the
+// refusal that cut; see stoppedShare). Unless that share is clearly over
+// shedMaxShare (0.7 times the rate, a limit refuses nothing if that share
+// was 0.3 or less, and at most 14 % at 0.4; see limitShare), the chain is
+// tested in two stages. At 0.7 times its rate or less (or the rate of a
+// moderate first cut, see low), the attempts paced at the rate in force
+// must still be refused at no less than half the first share and no
+// more than it (each as it may have been; see hiLower and hiUpper); then,
+// as a token bucket's burst makes a limit's first share look smaller than
+// it is, again at a rate below what a limit accepted there (see deepen),
+// at no less than the first share. Then the refusals do not come from
+// the rate: the key disengages, and remembers the share. A throttle then
+// engages the key again, or cuts an engaged key's rate, only when the
+// share refused over the last two buckets is well above it (see noise),
+// as a limit's refusals grow with the rate. The chain ends as a limit's
+// when the share at the lower rate has clearly fallen or risen (see test
+// and keyState.testSuccess), or stays undecided for shedMaxRefusals
+// refusals, and ends when the key restarts or disengages.
 type shedding struct {
 	chainRate float64 // the rate before the chain's first cut; 0: no chain
 	// chainGen is the generation the attempts were paced at before that
@@ -470,6 +502,11 @@ type shedding struct {
 	limit    bool
 	epN, epK int // outcomes and refusals since the last cut, engaged
 	loN, loK int // of attempts paced at the low rate (see low) or less
+	// deep is set once the share at the low rate passed for the first
+	// one and the test goes on at a lower rate still (see deepen);
+	// saved is the rate curve it was at before.
+	deep  bool
+	saved rateCurve
 	// share is the refusal share found not to depend on the rate,
 	// lowered while idle by buckets refused less often (see decay); 0:
 	// none.
@@ -864,20 +901,27 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		}
 	}
 	switch {
-	case class == retry.Throttled && !hinted && s.shed.noise(s):
+	case class == retry.Throttled && !hinted && s.shed.noise(s) && !(s.engaged.Load() && s.shed.testing(s)):
 		// Refused no more often than the share found not to depend on
 		// the rate: pacing, or pacing slower, would not help. This
-		// holds for the attempts paced before the key went idle too.
+		// holds for the attempts paced before the key went idle too,
+		// but not while a test of shedding is under way: it weighs
+		// these refusals, and would hold, undecided, without them.
 	case class == retry.Throttled && !hinted && !s.engaged.Load() && !s.evidence():
 		// One refusal among a handful of answers: the first answers of
 		// a cold start, refused at random as often as by a limit. The
 		// attempt is retried as it would be without a Pacer until the
 		// answers say which it is (see evidence).
 	case class == retry.Throttled && s.engaged.Load() && gen == s.sched.gen && !s.outage.holding:
-		switch s.shed.test(s) {
+		switch s.shed.test(s, now) {
 		case shedIndependent:
-			// Refused as often at a far lower rate: not a rate limit.
-			s.disengage()
+			if !s.shed.deep {
+				// As often at the low rate: once more, lower.
+				s.deepen(now, p.minRate())
+				break
+			}
+			// Refused as often at two lower rates: not a rate limit.
+			s.disengage(now)
 		case shedCut:
 			s.throttled(now, p.Adapt, p.minRate())
 		}
@@ -898,6 +942,7 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		// The first success after an outage: see restart.
 		s.restart(now, p.initialWindow())
 	case s.engaged.Load():
+		s.testSuccess(now)
 		s.succeeded(now, p.Adapt, p.minRate())
 	}
 	if class == retry.Success && s.engaged.Load() {
@@ -1286,9 +1331,9 @@ func (sh *shedding) cut(s *keyState, base float64) {
 		// first share too, and the chain keeps its rate.
 		sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
 		sh.loN, sh.loK = 0, 0
-	case float64(sh.hiK) > shedMaxShare*float64(sh.hiN) && sh.loN >= minSamples:
+	case sh.limitShare() && sh.loN >= minSamples:
 		sh.begin(s, base, sh.loN, sh.loK, true)
-	case float64(sh.hiK) > shedMaxShare*float64(sh.hiN) && sh.hiN >= 2*minSamples:
+	case sh.limitShare() && sh.hiN >= 2*minSamples:
 		sh.begin(s, base, sh.epN, sh.epK, true)
 	}
 	sh.epN, sh.epK = 0, 0
@@ -1300,7 +1345,7 @@ func (sh *shedding) cut(s *keyState, base float64) {
 func (sh *shedding) begin(s *keyState, base float64, n, k int, limit bool) {
 	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = base, s.sched.gen, 0, limit
 	sh.hiN, sh.hiK = n, k
-	sh.loN, sh.loK = 0, 0
+	sh.loN, sh.loK, sh.deep = 0, 0, false
 }
 
 // need returns the fewest outcomes the chain's first share is weighed
@@ -1322,10 +1367,159 @@ func (sh *shedding) low() float64 {
 	return shedLowRate * sh.chainRate
 }
 
+// testing reports whether the chain's test is under way: its first share
+// weighed, not clearly a limit's, and the rate in force at the low rate.
+func (sh *shedding) testing(s *keyState) bool {
+	return sh.chainRate != 0 && sh.hiN >= sh.need() && !sh.limitShare() && s.rate.fill <= sh.low()
+}
+
+// limitShare reports whether the chain's first share is clearly a
+// limit's, too high to test: over shedMaxShare by more than two standard
+// errors. A cold start's first refusals engage the key when two of its
+// first few answers are (see evidence), and counted with them, the share
+// of a quarter refused at random came out at 5 of 11 or 6 of 13 in the
+// runs that collapsed: taken for a limit's, each refusal after cut the
+// rate again, halved with AIMD, until requests failed waiting for turns.
+func (sh *shedding) limitShare() bool {
+	return sh.hiLower(stoppedShare(sh.hiK, sh.hiN)) > shedMaxShare
+}
+
+// testSuccess weighs a success of an engaged key against the test under
+// way: once the share at the low rate is clearly below the chain's first
+// (see atMost), or half of it over the outcomes that would have brought
+// 2*minSamples refusals, in the test's second stage, the refusals fell
+// with the rate: a limit's, and the rate in force is below it. The chain
+// ends, and a second stage's rate goes back to the first's (the curve
+// saved by deepen), which the limit was found to accept. Judged only at
+// refusals, a limit under the low rate refuses nothing there, and the
+// test would hold a client at that rate for as long as the limit holds.
+// The caller holds s.mu.
+func (s *keyState) testSuccess(now time.Time) {
+	sh := &s.shed
+	if !sh.testing(s) {
+		return
+	}
+	hi := stoppedShare(sh.hiK, sh.hiN)
+	lo := float64(sh.loK) / float64(sh.loN)
+	fell := atMost(sh.loK, sh.loN, sh.hiLower(hi)) < shedSignificance ||
+		sh.deep && hi*float64(sh.loN) >= 2*minSamples && 2*lo < hi
+	if !fell {
+		return
+	}
+	if sh.deep {
+		s.rate = sh.saved
+		s.setRate(s.rate.fill, 0)
+		s.reschedule(now)
+	}
+	sh.endChain()
+}
+
+// paceHolds reports whether the rate in force holds the client back:
+// whether it sends at no less than 1/paceSlack of it, by the current
+// bucket's attempts (from minElapsed into it) or the smoothed rate,
+// whichever is higher; true before either is known. A client that sends
+// slower than the rate in force is paced at the rate it sends at, and
+// the test, comparing the shares refused at two rates in force, would
+// compare two shares at that one rate: against Route 53's 5/s, ten
+// callers backing off between attempts sent a few a second, paced at
+// 6422/s and then 3211/s, refused 6 of 7 at both, and the key went idle
+// under the limit. Such a throttle cuts instead, until the rate in force
+// is one the client sends at. The caller holds s.mu.
+func (s *keyState) paceHolds(now time.Time) bool {
+	sent := s.meter.measured
+	if e := now.Sub(s.meter.bucket); e >= minElapsed {
+		sent = max(sent, float64(s.meter.sent.Load())/e.Seconds())
+	}
+	return sent <= 0 || s.rate.fill <= paceSlack*sent
+}
+
+// stoppedShare returns the share refused of n outcomes, k of them
+// refused, counted up to a refusal that stopped the count: (k-1)/(n-1),
+// and 0 for fewer than two. The chain's tallies end so: its first share
+// with the refusal that cut, the share at its low rate with the refusal
+// judged. Such a count always ends with a refusal, and k/n overstates
+// the share: at a quarter refused at random, the outcomes up to and
+// including the first refusal are refused 46 % on average (ln 4 / 3).
+// Without the refusal it stopped at, the count is an unbiased estimate
+// (inverse binomial sampling).
+func stoppedShare(k, n int) float64 {
+	if n < 2 {
+		return 0
+	}
+	return float64(max(k-1, 0)) / float64(n-1)
+}
+
+// atLeast returns the probability that a share p refuses k or more of n
+// outcomes (the upper tail of the binomial distribution).
+func atLeast(k, n int, p float64) float64 {
+	switch {
+	case k <= 0:
+		return 1
+	case k > n || p <= 0:
+		return 0
+	case p >= 1:
+		return 1
+	case float64(k) < float64(n)*p:
+		// Below the mean: the lower tail's terms fall from k-1 down.
+		return max(0, 1-binomSum(k-1, n, p, -1))
+	}
+	return min(1, binomSum(k, n, p, 1))
+}
+
+// atMost returns the probability that a share p refuses k or fewer of n
+// outcomes.
+func atMost(k, n int, p float64) float64 {
+	return 1 - atLeast(k+1, n, p)
+}
+
+// binomSum sums the binomial probabilities of i refusals of n at share p
+// from i = k on, by step (1 up, -1 down), away from the mean, so that the
+// terms fall, until they no longer add to the sum.
+func binomSum(k, n int, p float64, step int) float64 {
+	lg := func(x int) float64 { v, _ := math.Lgamma(float64(x + 1)); return v }
+	term := math.Exp(lg(n) - lg(k) - lg(n-k) + float64(k)*math.Log(p) + float64(n-k)*math.Log1p(-p))
+	sum := 0.0
+	for i := k; i >= 0 && i <= n && term > 1e-12*sum; i += step {
+		sum += term
+		if step > 0 {
+			term *= float64(n-i) / float64(i+1) * p / (1 - p)
+		} else {
+			term *= float64(i) / float64(n-i+1) * (1 - p) / p
+		}
+	}
+	return sum
+}
+
 // endChain forgets the chain of cuts.
 func (sh *shedding) endChain() {
 	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = 0, 0, 0, false
-	sh.hiN, sh.hiK, sh.loN, sh.loK = 0, 0, 0, 0
+	sh.hiN, sh.hiK, sh.loN, sh.loK, sh.deep = 0, 0, 0, 0, false
+}
+
+// deepen goes on with the test at a lower rate: refused at the low rate
+// about as often as before the chain's first cut, the key may be shedding
+// at random, or above a limit still, whose share the first measured too
+// low (a token bucket's burst among its answers: 1 refused of 22 at
+// 750/s against a limit of 100/s with a burst of 20, 3 of 5 at 644/s).
+// A limit accepts, at most, what it accepted at the low rate: 1-lo of
+// it. So the test goes on at 0.9 of that (no lower than shedDeepFloor of
+// the low rate, as 3 refusals of 3 would take it to nothing), against the
+// share of every outcome so far, and must find the share as high there
+// again (see test). The curve starts from the new rate, where the first
+// cut's would soon have grown back above it, and the curve before is
+// saved for a limit found below it (see testSuccess). The caller holds
+// s.mu.
+func (s *keyState) deepen(now time.Time, minRate float64) {
+	sh := &s.shed
+	lo := float64(sh.loK) / float64(sh.loN)
+	to := max(acceptedShare*(1-lo)*s.rate.fill, shedDeepFloor*s.rate.fill, minRate)
+	sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
+	sh.loN, sh.loK = 0, 0
+	sh.chainGen, sh.lowRate, sh.deep = s.sched.gen, to, true
+	sh.saved = s.rate
+	s.rate.lastMax, s.rate.lastCut, s.rate.cutTo, s.rate.window = to, now, to, 0
+	s.setRate(to, minRate)
+	s.reschedule(now)
 }
 
 // Verdicts of shedding.test on a throttle.
@@ -1335,54 +1529,66 @@ const (
 	shedIndependent        // not the rate's doing: disengage
 )
 
-// test judges a throttle (see shedding). While the rate is at the chain's low rate, throttles refused
-// at about the share of the chain's first cut are held, without a cut,
-// until shedMinRefusals show the share did not fall: the refusals are
-// independent of the rate. A share clearly higher or lower is a limit's:
-// the chain ends and the throttle cuts. The throttle is of an attempt
-// paced at the rate in force, outside an outage's hold. The caller holds
-// s.mu.
-func (sh *shedding) test(s *keyState) int {
+// test judges a throttle (see shedding). While the rate is at the
+// chain's low rate, throttles refused at about the share of the chain's
+// first cut are held, without a cut, until shedMinRefusals show the share
+// did not fall: the refusals may be independent of the rate (the first
+// stage: the caller goes on to the second, see keyState.deepen), or are
+// (the second). A share clearly higher or lower, by a binomial test at
+// shedSignificance, is a limit's: the chain ends and the throttle cuts;
+// so does a share undecided for shedMaxRefusals refusals. Both shares
+// are counted without the refusal that stopped their count (see
+// stoppedShare). The throttle is of an attempt paced at the rate in
+// force, outside an outage's hold. The caller holds s.mu.
+func (sh *shedding) test(s *keyState, now time.Time) int {
 	if sh.chainRate == 0 || sh.hiN < sh.need() || sh.loN == 0 ||
-		s.rate.fill > sh.low() || float64(sh.hiK) > shedMaxShare*float64(sh.hiN) {
+		s.rate.fill > sh.low() || sh.limitShare() || !s.paceHolds(now) {
 		return shedCut
 	}
-	hi := float64(sh.hiK) / float64(sh.hiN)
-	lo := float64(sh.loK) / float64(sh.loN)
-	expected := hi * float64(sh.loN) // refusals at the low rate, were the share the same
+	hi := stoppedShare(sh.hiK, sh.hiN)
+	lo := stoppedShare(sh.loK, sh.loN)
 	switch {
-	case lo > 2*hi+0.05 && sh.loK >= 2:
+	case sh.loK >= 2 && atLeast(sh.loK-1, sh.loN-1, sh.hiUpper(hi)) < shedSignificance:
 		// Refused more often at the lower rate: a limit, lower still.
 		sh.endChain()
 		return shedCut
-	case sh.loK >= shedMinRefusals && 2*lo >= sh.hiLower(hi) && lo <= 2*sh.hiUpper(hi):
+	case sh.deep && sh.loK >= shedMinRefusals && lo >= sh.hiLower(hi) && lo <= sh.hiUpper(hi):
 		return shedIndependent
-	case expected >= 8 && 4*float64(sh.loK) < expected:
-		// Far fewer refusals than the share would bring (fewer than
-		// one in 25 chances for independent ones): a limit's.
+	case !sh.deep && sh.loK >= shedMinRefusals && 2*lo >= sh.hiLower(hi) && lo <= sh.hiUpper(hi):
+		return shedIndependent
+	case atMost(sh.loK-1, sh.loN-1, sh.hiLower(hi)) < shedSignificance:
+		// Far fewer refusals than the share would bring: a limit's.
+		sh.endChain()
+		return shedCut
+	case sh.loK >= shedMaxRefusals:
+		// Undecided for as many refusals: the share is not the one the
+		// chain began with, but not clearly another either. Held, a key
+		// above a limit whose first share a burst had diluted (8 of 17
+		// at 1000/s) was refused 73 % at 409/s, 22 of 30, against a
+		// first share that may have been as high as 64 %, with no end.
 		sh.endChain()
 		return shedCut
 	}
 	return shedHold
 }
 
-// hiUpper is the chain's first share, hi, plus two standard errors: how high
-// that share may have been, measured over hiN outcomes. A share at the
-// low rate above twice that is a limit's, even short of the 0.05 more
-// that ends the chain: after a limit halved, AIMD was refused 11 % at the
-// low rate against 4 % over 568 outcomes before, and 3 refusals of 26
-// passed for the same share.
+// hiUpper is the chain's first share, hi, plus two standard errors: how
+// high that share may have been, measured over hiN outcomes. A share at
+// the low rate above it is not taken for the same (once taken up to
+// twice it: a limit's share, rising as the rate fell, 22 of 30 against
+// 16 of 32, or 3 of 5 against 7 of 20 where a burst had diluted the
+// first, passed for shedding), and one clearly above it is a limit's.
 func (sh *shedding) hiUpper(hi float64) float64 {
 	return hi + sh.hiError(hi)
 }
 
 // hiLower is the chain's first share, hi, less two standard errors: how
-// low that share may have been. A share at the low rate of half that or
-// more is taken for not a limit's, whose share falls well below half
-// there (see shedding for where that fails). Against half
-// of hi itself, a first share measured high by chance (3 refusals of 13
-// where 10 % are shed) held the test undecided for hundreds of
-// outcomes, at the low rate.
+// low that share may have been. At the first stage, a share at the low
+// rate of half that or more is taken for not a limit's, whose share
+// falls well below half there; at the second, only that much or more.
+// Against half of hi itself, a first share measured high by chance (3
+// refusals of 13 where 10 % are shed) held the test undecided for
+// hundreds of outcomes, at the low rate.
 func (sh *shedding) hiLower(hi float64) float64 {
 	return hi - sh.hiError(hi)
 }
@@ -1390,13 +1596,16 @@ func (sh *shedding) hiLower(hi float64) float64 {
 // hiError is two standard errors of the first share hi, measured over
 // hiN outcomes.
 func (sh *shedding) hiError(hi float64) float64 {
-	return 2 * math.Sqrt(hi*(1-hi)/float64(sh.hiN))
+	// At least one refusal's worth: a share of none, measured over a
+	// few outcomes, is not known to be none.
+	p := max(hi, 1/float64(sh.hiN))
+	return 2 * math.Sqrt(p*(1-p)/float64(sh.hiN))
 }
 
 // disengage returns the key to idle, its refusals found not to depend on
 // its rate; the attempts waiting for turns go on at once. The caller
 // holds s.mu.
-func (s *keyState) disengage() {
+func (s *keyState) disengage(now time.Time) {
 	// The share at the low rate, that of the whole chain if twice as
 	// high: a limit's refusals too may have been in the chain's first.
 	lo := float64(s.shed.loK) / float64(s.shed.loN)
@@ -1407,12 +1616,25 @@ func (s *keyState) disengage() {
 	// The refusals that led here are the share's, not above it: noise
 	// weighs the throttles that come after.
 	s.meter.refused, s.meter.lastRefused = 0, 0
+	// The rates measured while it was paced are the Pacer's, not the
+	// client's: a throttle that engages the key again cuts from the rate
+	// it is sent at from now on (cut from the paced rate, AIMD's half of
+	// it, a key took a minute to grow back to a limit of 100/s, after
+	// refusals at random of 10 % had sent it idle). A bucket begins now;
+	// the successes so far stay, as the bucket before, for noise to
+	// weigh the next throttles against.
+	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
+	s.meter.lastOK += s.meter.ok.Swap(0)
+	s.meter.sent.Store(0)
+	s.meter.bucket = now
+	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
 }
 
 // noise reports whether a throttle is no more than the key's refusals
 // that do not depend on the rate, if it has found any: whether the
 // refusals of the current bucket and the one before are not well above
-// that share (twice it, and three standard deviations).
+// that share (twice it, or halfway from it to all, whichever is less,
+// and three standard deviations).
 // Such a throttle neither engages the key nor cuts its rate: a limit's
 // refusals grow with the rate until they are well above it. The caller
 // holds s.mu.
@@ -1423,7 +1645,11 @@ func (sh *shedding) noise(s *keyState) bool {
 	k := float64(s.meter.refused + s.meter.lastRefused)
 	n := k + float64(s.meter.ok.Load()+s.meter.lastOK)
 	mean := n * sh.share
-	return k <= 2*mean || k <= mean+3*math.Sqrt(mean*(1-sh.share))+2
+	// Twice the share, at most halfway to every answer refused: a share
+	// of half or more found, a limit could otherwise never engage the
+	// key again (22 of 30 refused at four times a limit, against 16 of
+	// 32 before, went idle so in a simulation, and stayed there).
+	return k <= mean+min(mean, (n-mean)/2) || k <= mean+3*math.Sqrt(mean*(1-sh.share))+2
 }
 
 // decay folds a bucket of okN successes and refused throttles into the

@@ -332,10 +332,10 @@ func TestSheddingTestWeighsALowFirstShare(t *testing.T) {
 	s := &keyState{}
 	s.rate.fill = 3
 	s.shed = shedding{chainRate: 5.2, hiK: 3, hiN: 13, loK: 14, loN: 155}
-	assert.Equal(t, shedIndependent, s.shed.test(s))
+	assert.Equal(t, shedIndependent, s.shed.test(s, pacerEpoch))
 	// A limit's share falls to nothing: 1 of 155 is not shedding.
 	s.shed = shedding{chainRate: 5.2, hiK: 3, hiN: 13, loK: 1, loN: 155}
-	assert.NotEqual(t, shedIndependent, s.shed.test(s))
+	assert.NotEqual(t, shedIndependent, s.shed.test(s, pacerEpoch))
 }
 
 // A chain begun again after one whose first share was a limit's weighs
@@ -354,12 +354,12 @@ func TestSheddingAfterALimitWeighsMore(t *testing.T) {
 	require.Equal(t, 8, s.shed.hiN)
 	s.rate.fill = 8.7
 	s.shed.loN, s.shed.loK = 8, 3
-	assert.Equal(t, shedCut, s.shed.test(s), "8 outcomes after a limit's")
+	assert.Equal(t, shedCut, s.shed.test(s, pacerEpoch), "8 outcomes after a limit's")
 	s.shed.cut(s, 8.7)
 	assert.Equal(t, 16, s.shed.hiN, "the outcomes since weigh the first share")
 	assert.Equal(t, 12.5, s.shed.chainRate, "at the chain's rate")
 	s.shed = shedding{chainRate: 12.5, hiK: 3, hiN: 8, loK: 3, loN: 8}
-	assert.Equal(t, shedIndependent, s.shed.test(s), "a chain begun from idle weighs 8")
+	assert.Equal(t, shedIndependent, s.shed.test(s, pacerEpoch), "a chain begun from idle weighs 8")
 	// Begun again from fewer than 8 outcomes since the last cut, and so
 	// again at the next cut: still after a limit's.
 	s.shed = shedding{chainRate: 36.3, hiK: 16, hiN: 16, epN: 3, epK: 2}

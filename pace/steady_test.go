@@ -160,9 +160,9 @@ func TestSheddingTestWeighsTheFirstShare(t *testing.T) {
 		return s, &s.shed
 	}
 	s, sh := state(22, 568, 3, 26)
-	assert.Equal(t, shedHold, sh.test(s), "4 percent before, 3 of 26 after")
+	assert.Equal(t, shedHold, sh.test(s, pacerEpoch), "4 percent before, 3 of 26 after")
 	s, sh = state(1, 40, 3, 60)
-	assert.Equal(t, shedIndependent, sh.test(s), "1 of 40 before, 3 of 60 after")
+	assert.Equal(t, shedIndependent, sh.test(s, pacerEpoch), "1 of 40 before, 3 of 60 after")
 	s, sh = state(22, 568, 2, 60)
-	assert.Equal(t, shedHold, sh.test(s), "two refusals are too few to tell")
+	assert.Equal(t, shedHold, sh.test(s, pacerEpoch), "two refusals are too few to tell")
 }
