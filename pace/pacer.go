@@ -77,8 +77,8 @@ const (
 	defaultInitialWindow = 10
 	// Outages (see Pacer): before the first success, cuts go no lower
 	// than outageShare of the rate the first of them set; a success after
-	// a silence of outageTime, and of outageSilence times the usual
-	// spacing of successes, restarts the key.
+	// two cuts or more and a silence of outageTime, and of outageSilence
+	// times the usual spacing of successes, restarts the key.
 	outageShare   = 0.25
 	outageTime    = 500 * time.Millisecond
 	outageSilence = 10
@@ -103,6 +103,10 @@ const (
 	// A rate in force over paceSlack times the rate the client sends at
 	// does not hold it back (see keyState.paceHolds).
 	paceSlack = 1.5
+	// The rate the client sent at over a stage of the test is weighed
+	// once the stage has lasted paceSpan attempts' time at the rate in
+	// force.
+	paceSpan = 4
 	// A steady limit (see rateCurve.learn): throttles at rates within
 	// steadyBand of each other find the same limit; the rate then grows
 	// back to plateauShare of the lowest of them and holds there for
@@ -195,12 +199,12 @@ const (
 // from them would hold the client below the real one. An outage refuses
 // everything, and the rate it teaches would starve the key once the
 // server is back; it is told apart from a limit by its silence. A
-// success after half a second without one, and ten times the usual
-// spacing of successes before the refusals began (2 s at 5 requests a
-// second: a limiter that admits its quota at the start of each second is
-// silent for most of it), ends an outage: the key starts afresh, in slow
-// start. A key refused from its first attempt on, with no
-// success to measure, holds its rate at a quarter of the first cut's,
+// success after two cuts or more and half a second without one, and ten
+// times the usual spacing of successes before the refusals began (2 s at
+// 5 requests a second: a limiter that admits its quota at the start of
+// each second is silent for most of it), ends an outage: the key starts
+// afresh, in slow start. A key refused from its first attempt on, with
+// no success to measure, holds its rate at a quarter of the first cut's,
 // probing, so that the requests waiting for turns are not pushed past
 // their deadlines by a rate that says nothing of the server.
 //
@@ -423,6 +427,7 @@ type meter struct {
 	answers     atomic.Int64
 	coldRefused int64
 	sent        atomic.Int64 // attempts sent in the current bucket
+	sentBefore  int64        // attempts sent in the buckets before it, under s.mu
 	ok          atomic.Int64 // successes in the current bucket
 	// bucketEnd is when the current bucket ends, in Unix nanoseconds (0:
 	// none yet), for the lock-free fast path.
@@ -443,6 +448,10 @@ type meter struct {
 	drained                   time.Time
 	drainedOK, drainedRefused int64
 }
+
+// sends returns the attempts the key has sent since it was created. The
+// caller holds s.mu.
+func (m *meter) sends() int64 { return m.sentBefore + m.sent.Load() }
 
 // outage tells an outage from a rate limit: cuts with no success between
 // them, then a success a while after the last one.
@@ -508,6 +517,10 @@ type shedding struct {
 	// saved is the rate curve it was at before.
 	deep  bool
 	saved rateCurve
+	// at is when the test's current stage began, the chain's first cut
+	// or deepen, and atSent the attempts sent by then (meter.sends).
+	at     time.Time
+	atSent int64
 	// share is the refusal share found not to depend on the rate,
 	// lowered while idle by buckets refused less often (see decay); 0:
 	// none.
@@ -939,7 +952,7 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		// deadlines; the rate in force probes until a success.
 	case class == retry.Throttled:
 		s.throttled(now, p.Adapt, p.minRate())
-	case s.engaged.Load() && s.outage.cutsSinceOK > 0 && s.outageOver(now):
+	case s.engaged.Load() && s.outageOver(now):
 		// The first success after an outage: see restart.
 		s.restart(now, p.initialWindow())
 	case s.engaged.Load():
@@ -984,7 +997,9 @@ func (s *keyState) measure(now time.Time) {
 		if s.shed.share > 0 && !s.engaged.Load() {
 			s.shed.decay(okN, refused)
 		}
-		sent, ok := float64(s.meter.sent.Swap(0))/sec, float64(okN)/sec
+		n := s.meter.sent.Swap(0)
+		s.meter.sentBefore += n
+		sent, ok := float64(n)/sec, float64(okN)/sec
 		if !s.meter.sampled {
 			// The first bucket is the estimate, not a fifth of it.
 			s.meter.measured, s.meter.accepted, s.meter.sampled = sent, ok, true
@@ -1025,7 +1040,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 			base = float64(s.meter.sent.Load()) / max(now.Sub(s.meter.bucket), elapsed).Seconds()
 		}
 	}
-	s.shed.cut(s, base)
+	s.shed.cut(s, base, now)
 	s.rate.learn(base, s.engaged.Load(), now.Sub(s.rate.lastCut).Seconds(), adapt)
 	s.rate.lastMax = base
 	s.rate.lastCut = now
@@ -1197,10 +1212,17 @@ func (s *keyState) setRate(r, minRate float64) {
 // window: that is not an outage. Refusals that followed no success at all
 // are one after outageTime; refusals after successes whose rate is
 // unknown (the key engaged within its first half-second) are none.
+//
+// A single cut is no streak: the silence after it may be the client's.
+// In the Route 53 example, five callers backing off after a refusal at
+// the end of their calls sent nothing for 1.5 s; the next success, 1.7 s
+// after the last, ended an "outage", and the key restarted in slow
+// start, its limit forgotten. In an outage, the attempts paced after the
+// first cut are refused too, and cut again.
 func (s *keyState) outageOver(now time.Time) bool {
 	gap := now.Sub(s.outage.lastOK)
 	switch {
-	case gap < outageTime:
+	case gap < outageTime || s.outage.cutsSinceOK < 2:
 		return false
 	case !s.outage.streakAfterOK:
 		return true
@@ -1226,7 +1248,7 @@ func (s *keyState) restart(now time.Time, initialWindow int) {
 	s.idle()
 	// Rates measured in the outage are not the server's either.
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
-	s.meter.sent.Store(0)
+	s.meter.sentBefore += s.meter.sent.Swap(0)
 	s.meter.ok.Store(1) // this success
 	s.meter.bucket = now
 	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
@@ -1313,7 +1335,7 @@ func (sh *shedding) count(s *keyState, refused bool, gen uint64) {
 // keeping them; one refused too often before it to test anything begins
 // again from the outcomes at its low rate, or afresh.
 // The caller holds s.mu.
-func (sh *shedding) cut(s *keyState, base float64) {
+func (sh *shedding) cut(s *keyState, base float64, now time.Time) {
 	switch {
 	case base <= 0:
 	case sh.chainRate == 0:
@@ -1322,29 +1344,30 @@ func (sh *shedding) cut(s *keyState, base float64) {
 			k = int(s.meter.refused)
 			n = int(s.meter.ok.Load()) + k
 		}
-		sh.begin(s, base, n, k, false)
+		sh.begin(s, now, base, n, k, false)
 	case sh.hiN < minSamples:
 		// Begun after a limit's, it still is: its first share is
 		// weighed over need's outcomes all the same.
-		sh.begin(s, base, sh.hiN+sh.loN, sh.hiK+sh.loK, sh.limit)
+		sh.begin(s, now, base, sh.hiN+sh.loN, sh.hiK+sh.loK, sh.limit)
 	case sh.hiN < sh.need():
 		// Begun again after a limit's: the outcomes since weigh the
 		// first share too, and the chain keeps its rate.
 		sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
 		sh.loN, sh.loK = 0, 0
 	case sh.limitShare() && sh.loN >= minSamples:
-		sh.begin(s, base, sh.loN, sh.loK, true)
+		sh.begin(s, now, base, sh.loN, sh.loK, true)
 	case sh.limitShare() && sh.hiN >= 2*minSamples:
-		sh.begin(s, base, sh.epN, sh.epK, true)
+		sh.begin(s, now, base, sh.epN, sh.epK, true)
 	}
 	sh.epN, sh.epK = 0, 0
 }
 
-// begin (re)starts the chain at a cut from rate base, with n outcomes
-// and k refusals before it; limit says it begins after a limit's (see
-// shedding.limit). The caller holds s.mu.
-func (sh *shedding) begin(s *keyState, base float64, n, k int, limit bool) {
+// begin (re)starts the chain at a cut from rate base at time now, with n
+// outcomes and k refusals before it; limit says it begins after a
+// limit's (see shedding.limit). The caller holds s.mu.
+func (sh *shedding) begin(s *keyState, now time.Time, base float64, n, k int, limit bool) {
 	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = base, s.sched.gen, 0, limit
+	sh.at, sh.atSent = now, s.meter.sends()
 	sh.hiN, sh.hiK = n, k
 	sh.loN, sh.loK, sh.deep = 0, 0, false
 }
@@ -1421,20 +1444,43 @@ func (s *keyState) testSuccess(now time.Time, minRate float64) {
 // paceHolds reports whether the rate in force holds the client back:
 // whether it sends at no less than 1/paceSlack of it, by the current
 // bucket's attempts (from minElapsed into it) or the smoothed rate,
-// whichever is higher; true before either is known. A client that sends
+// whichever is higher (true before either is known), and by the
+// attempts sent since the test's stage began. A client that sends
 // slower than the rate in force is paced at the rate it sends at, and
 // the test, comparing the shares refused at two rates in force, would
 // compare two shares at that one rate: against Route 53's 5/s, ten
 // callers backing off between attempts sent a few a second, paced at
 // 6422/s and then 3211/s, refused 6 of 7 at both, and the key went idle
 // under the limit. Such a throttle cuts instead, until the rate in force
-// is one the client sends at. The caller holds s.mu.
+// is one the client sends at.
+//
+// A bucket's attempts alone are not enough: callers that back off send
+// in bursts, and a few attempts within the first milliseconds of a
+// bucket count as a rate of hundreds a second. The Route 53 example's
+// five callers, paced at 12.5/s and then 7/s against its window limiter
+// of 5/s, sent about 6 a second at both (3.6/s smoothed), were refused
+// as often at both, and the key went idle under the limit; or, held
+// undecided at 13.2/s, ended its calls paced at more than twice the
+// limit. Over the stage (weighed once it has lasted paceSpan attempts'
+// time at the rate in force), a burst weighs what it is worth. The
+// caller holds s.mu.
 func (s *keyState) paceHolds(now time.Time) bool {
+	fill := s.rate.fill
+	if fill <= 0 {
+		return true
+	}
 	sent := s.meter.measured
 	if e := now.Sub(s.meter.bucket); e >= minElapsed {
 		sent = max(sent, float64(s.meter.sent.Load())/e.Seconds())
 	}
-	return sent <= 0 || s.rate.fill <= paceSlack*sent
+	if sent > 0 && fill > paceSlack*sent {
+		return false
+	}
+	span := now.Sub(s.shed.at).Seconds()
+	if span < paceSpan/fill {
+		return true // too soon to tell
+	}
+	return fill <= paceSlack*float64(s.meter.sends()-s.shed.atSent)/span
 }
 
 // stoppedShare returns the share refused of n outcomes, k of them
@@ -1520,6 +1566,7 @@ func (s *keyState) deepen(now time.Time, minRate float64) {
 	sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
 	sh.loN, sh.loK = 0, 0
 	sh.chainGen, sh.lowRate, sh.deep = s.sched.gen, to, true
+	sh.at, sh.atSent = now, s.meter.sends()
 	sh.saved = s.rate
 	s.rate.lastMax, s.rate.lastCut, s.rate.cutTo, s.rate.window = to, now, to, 0
 	s.setRate(to, minRate)
@@ -1633,7 +1680,7 @@ func (s *keyState) disengage(now time.Time) {
 	// weigh the next throttles against.
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
 	s.meter.lastOK += s.meter.ok.Swap(0)
-	s.meter.sent.Store(0)
+	s.meter.sentBefore += s.meter.sent.Swap(0)
 	s.meter.bucket = now
 	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
 }

@@ -450,21 +450,26 @@ func TestPacerOutageAfterSuccesses(t *testing.T) {
 
 // A limiter that admits its quota at the start of each window is silent
 // for the rest of it: at 5 requests/s, a second without a success is no
-// outage, and the key keeps what it learned. Ten spacings (2 s) are.
+// outage, and the key keeps what it learned. Ten spacings (2 s) are,
+// after refusals that cut twice or more; after a single cut, the silence
+// may be the client's own (callers backing off, or done), and is not.
 func TestPacerWindowSilenceIsNoOutage(t *testing.T) {
 	for _, tt := range []struct {
-		silence time.Duration
-		restart bool
+		silence  time.Duration
+		refusals int
+		restart  bool
 	}{
-		{time.Second, false},
-		{2500 * time.Millisecond, true},
+		{time.Second, 5, false},
+		{2500 * time.Millisecond, 5, true},
+		{2500 * time.Millisecond, 2, true},
+		{2500 * time.Millisecond, 1, false},
 	} {
-		t.Run(tt.silence.String(), func(t *testing.T) {
+		t.Run(fmt.Sprint(tt.silence, tt.refusals), func(t *testing.T) {
 			p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
 			req := hostRequest(t, "api.example")
 			last := sendAt(p, req, pacerEpoch, 5, 3*time.Second).Add(-200 * time.Millisecond)
 			at := last
-			for i := 0; i < 5; i++ {
+			for i := 0; i < tt.refusals; i++ {
 				at = at.Add(time.Millisecond)
 				p.observe(req, retry.Throttled, response(400), curGen(p, req), at)
 			}

@@ -157,6 +157,7 @@ func TestSheddingTestWeighsTheFirstShare(t *testing.T) {
 		s := &keyState{}
 		s.rate.fill = 3
 		s.shed = shedding{chainRate: 5.2, hiK: hiK, hiN: hiN, loK: loK, loN: loN}
+		paced(s, pacerEpoch)
 		return s, &s.shed
 	}
 	s, sh := state(22, 568, 3, 26)

@@ -170,6 +170,7 @@ func TestDeepen(t *testing.T) {
 	s.setRate(100, 0.5)
 	s.rate.lastMax, s.rate.cutTo, s.rate.window = 140, 100, 3
 	s.shed = shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 10, loK: 3}
+	paced(s, pacerEpoch)
 	s.deepen(pacerEpoch, 0.5)
 	assert.True(t, s.shed.deep)
 	assert.InDelta(t, acceptedShare*0.7*100, s.rate.fill, 1e-9, "0.9 of the 70 %% accepted at 100/s")
@@ -183,6 +184,7 @@ func TestDeepen(t *testing.T) {
 
 	s.setRate(100, 0.5)
 	s.shed = shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 3, loK: 3}
+	paced(s, pacerEpoch)
 	s.deepen(pacerEpoch, 0.5)
 	assert.Equal(t, 50.0, s.rate.fill, "three refusals of three: half the rate, not nothing")
 }
@@ -201,6 +203,7 @@ func TestShareFellEndsTheChain(t *testing.T) {
 	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = 130, 90, pacerEpoch
 	s.rate.window = math.Cbrt(40 / cubicScale)
 	s.shed = shedding{chainRate: 130, hiN: 40, hiK: 10}
+	paced(s, pacerEpoch)
 	s.mu.Unlock()
 	require.True(t, s.shed.testing(s))
 	at := pacerEpoch
@@ -231,6 +234,7 @@ func TestSecondStageRestores(t *testing.T) {
 	s.setRate(100, 0.5)
 	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut, s.rate.window = 140, 100, pacerEpoch, 2
 	s.shed = shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3}
+	paced(s, pacerEpoch)
 	s.deepen(pacerEpoch, 0.5)
 	require.Less(t, s.rate.fill, 100.0)
 	s.shed.loN = 60 // no refusal in 60 at the second rate
@@ -252,6 +256,7 @@ func TestSecondStageShedding(t *testing.T) {
 	s.setRate(100, 0.5)
 	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = 140, 100, pacerEpoch
 	s.shed = shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3}
+	paced(s, pacerEpoch)
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
 	s.meter.bucket = pacerEpoch
 	s.deepen(pacerEpoch, 0.5)
@@ -273,4 +278,48 @@ func TestSecondStageShedding(t *testing.T) {
 	assert.False(t, s.meter.sampled)
 	assert.Equal(t, at, s.meter.bucket, "a bucket begins")
 	assert.Positive(t, s.meter.lastOK, "the successes so far stay, for noise")
+}
+
+// paced makes the test's stage one the client kept up with: a thousand
+// attempts sent since it began at now.
+func paced(s *keyState, now time.Time) {
+	s.shed.at, s.shed.atSent = now, 0
+	s.meter.sentBefore = 1000
+}
+
+// A rate in force holds the client back only if it sent at about that
+// rate over the test's stage, not only in a burst at a bucket's start:
+// the Route 53 example's five callers, backing off against its window
+// limiter of 5/s, sent 8 attempts in the 1.36 s of a stage paced at
+// 12.5/s, 6 of them within the current bucket's first 20 ms, and were
+// refused as often as at 7/s; the key went idle under the limit.
+func TestPaceHoldsOverTheStage(t *testing.T) {
+	at := pacerEpoch
+	s := &keyState{}
+	s.rate.fill = 12.5
+	s.shed.at, s.shed.atSent = at, 100
+	s.meter.sentBefore = 102
+	s.meter.sent.Store(6)
+	now := at.Add(1360 * time.Millisecond)
+	s.meter.bucket = now.Add(-20 * time.Millisecond)
+	s.meter.measured = 9
+	assert.False(t, s.paceHolds(now), "8 sent over 1.36 s, at 12.5/s")
+
+	s.meter.sentBefore = 108 // 14 sent over the stage: 10.3/s
+	assert.True(t, s.paceHolds(now), "14 sent over 1.36 s, at 12.5/s")
+
+	s.meter.measured = 5 // 6 in the bucket's 20 ms (300/s) hold no more than 1.5 times 5
+	s.meter.bucket = now.Add(-5 * time.Millisecond)
+	assert.False(t, s.paceHolds(now), "smoothed at 5/s, the bucket too young to count")
+
+	// A stage is weighed once it has lasted paceSpan attempts' time at
+	// the rate in force: 0.32 s at 12.5/s.
+	s.meter.measured = 0
+	s.shed.at, s.shed.atSent = now.Add(-300*time.Millisecond), 100
+	s.meter.sentBefore = 95 // 1 since the stage began
+	assert.True(t, s.paceHolds(now), "1 attempt in the stage's first 0.3 s: too soon to tell")
+	s.shed.at = now.Add(-400 * time.Millisecond)
+	assert.False(t, s.paceHolds(now), "1 attempt in 0.4 s")
+	s.meter.sentBefore = 98 // 4 since: 10/s
+	assert.True(t, s.paceHolds(now), "4 attempts in 0.4 s")
 }
