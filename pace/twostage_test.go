@@ -291,8 +291,9 @@ func paced(s *keyState, now time.Time) {
 // rate over the test's stage, not only in a burst at a bucket's start:
 // the Route 53 example's five callers, backing off against its window
 // limiter of 5/s, sent 8 attempts in the 1.36 s of a stage paced at
-// 12.5/s, 6 of them within the current bucket's first 20 ms, and were
-// refused as often as at 7/s; the key went idle under the limit.
+// 12.5/s (6 of them in the current bucket, here within its first 20
+// ms), were refused as often as at 7/s, and the key went idle under the
+// limit.
 func TestPaceHoldsOverTheStage(t *testing.T) {
 	at := pacerEpoch
 	s := &keyState{}
