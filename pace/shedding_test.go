@@ -331,12 +331,10 @@ func TestPacerNoiseAfterSheddingIsNoThrottle(t *testing.T) {
 func TestSheddingTestWeighsALowFirstShare(t *testing.T) {
 	s := &keyState{}
 	s.rate.fill = 3
-	s.shed = shedding{chainRate: 5.2, hiK: 3, hiN: 13, loK: 14, loN: 155}
-	paced(s, pacerEpoch)
+	setChain(s, shedding{chainRate: 5.2, hiK: 3, hiN: 13, loK: 14, loN: 155})
 	assert.Equal(t, shedIndependent, s.shed.test(s, pacerEpoch))
 	// A limit's share falls to nothing: 1 of 155 is not shedding.
-	s.shed = shedding{chainRate: 5.2, hiK: 3, hiN: 13, loK: 1, loN: 155}
-	paced(s, pacerEpoch)
+	setChain(s, shedding{chainRate: 5.2, hiK: 3, hiN: 13, loK: 1, loN: 155})
 	assert.NotEqual(t, shedIndependent, s.shed.test(s, pacerEpoch))
 }
 
@@ -349,8 +347,7 @@ func TestSheddingTestWeighsALowFirstShare(t *testing.T) {
 func TestSheddingAfterALimitWeighsMore(t *testing.T) {
 	s := &keyState{}
 	s.rate.fill = 12.5
-	s.shed = shedding{chainRate: 36.3, hiK: 8, hiN: 8, loK: 3, loN: 8}
-	paced(s, pacerEpoch)
+	setChain(s, shedding{chainRate: 36.3, hiK: 8, hiN: 8, loK: 3, loN: 8})
 	s.shed.cut(s, 12.5, pacerEpoch) // the first share was a limit's: begin again from the low outcomes
 	require.True(t, s.shed.limit)
 	require.Equal(t, 3, s.shed.hiK)
@@ -361,13 +358,11 @@ func TestSheddingAfterALimitWeighsMore(t *testing.T) {
 	s.shed.cut(s, 8.7, pacerEpoch)
 	assert.Equal(t, 16, s.shed.hiN, "the outcomes since weigh the first share")
 	assert.Equal(t, 12.5, s.shed.chainRate, "at the chain's rate")
-	s.shed = shedding{chainRate: 12.5, hiK: 3, hiN: 8, loK: 3, loN: 8}
-	paced(s, pacerEpoch)
+	setChain(s, shedding{chainRate: 12.5, hiK: 3, hiN: 8, loK: 3, loN: 8})
 	assert.Equal(t, shedIndependent, s.shed.test(s, pacerEpoch), "a chain begun from idle weighs 8")
 	// Begun again from fewer than 8 outcomes since the last cut, and so
 	// again at the next cut: still after a limit's.
-	s.shed = shedding{chainRate: 36.3, hiK: 16, hiN: 16, epN: 3, epK: 2}
-	paced(s, pacerEpoch)
+	setChain(s, shedding{chainRate: 36.3, hiK: 16, hiN: 16, epN: 3, epK: 2})
 	s.shed.cut(s, 12.5, pacerEpoch)
 	require.True(t, s.shed.limit)
 	require.Equal(t, 3, s.shed.hiN)

@@ -156,8 +156,7 @@ func TestSheddingTestWeighsTheFirstShare(t *testing.T) {
 	state := func(hiK, hiN, loK, loN int) (*keyState, *shedding) {
 		s := &keyState{}
 		s.rate.fill = 3
-		s.shed = shedding{chainRate: 5.2, hiK: hiK, hiN: hiN, loK: loK, loN: loN}
-		paced(s, pacerEpoch)
+		setChain(s, shedding{chainRate: 5.2, hiK: hiK, hiN: hiN, loK: loK, loN: loN})
 		return s, &s.shed
 	}
 	s, sh := state(22, 568, 3, 26)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"testing"
 	"time"
 
@@ -169,8 +170,7 @@ func TestDeepen(t *testing.T) {
 	s := &keyState{}
 	s.setRate(100, 0.5)
 	s.rate.lastMax, s.rate.cutTo, s.rate.window = 140, 100, 3
-	s.shed = shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 10, loK: 3}
-	paced(s, pacerEpoch)
+	setChain(s, shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 10, loK: 3})
 	s.deepen(pacerEpoch, 0.5)
 	assert.True(t, s.shed.deep)
 	assert.InDelta(t, acceptedShare*0.7*100, s.rate.fill, 1e-9, "0.9 of the 70 %% accepted at 100/s")
@@ -183,8 +183,7 @@ func TestDeepen(t *testing.T) {
 	assert.Equal(t, 140.0, s.shed.saved.lastMax, "the curve before, kept")
 
 	s.setRate(100, 0.5)
-	s.shed = shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 3, loK: 3}
-	paced(s, pacerEpoch)
+	setChain(s, shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 3, loK: 3})
 	s.deepen(pacerEpoch, 0.5)
 	assert.Equal(t, 50.0, s.rate.fill, "three refusals of three: half the rate, not nothing")
 }
@@ -195,15 +194,9 @@ func TestDeepen(t *testing.T) {
 // second stage's rate the curve goes back to the first stage's too:
 // TestSecondStageRestores.)
 func TestShareFellEndsTheChain(t *testing.T) {
-	p := &Pacer{InitialWindow: -1}
-	req := hostRequest(t, "api.example")
-	s := p.state(req)
+	p, req, s := chainKey(t, 90, 130, shedding{chainRate: 130, hiN: 40, hiK: 10})
 	s.mu.Lock()
-	s.setRate(90, 0.5)
-	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = 130, 90, pacerEpoch
 	s.rate.window = math.Cbrt(40 / cubicScale)
-	s.shed = shedding{chainRate: 130, hiN: 40, hiK: 10}
-	paced(s, pacerEpoch)
 	s.mu.Unlock()
 	require.True(t, s.shed.testing(s))
 	at := pacerEpoch
@@ -233,8 +226,7 @@ func TestSecondStageRestores(t *testing.T) {
 	s := &keyState{}
 	s.setRate(100, 0.5)
 	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut, s.rate.window = 140, 100, pacerEpoch, 2
-	s.shed = shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3}
-	paced(s, pacerEpoch)
+	setChain(s, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
 	s.deepen(pacerEpoch, 0.5)
 	require.Less(t, s.rate.fill, 100.0)
 	s.shed.loN = 60 // no refusal in 60 at the second rate
@@ -249,14 +241,8 @@ func TestSecondStageRestores(t *testing.T) {
 // idle, with its measured rates forgotten and its successes kept for
 // noise to weigh the next throttles against.
 func TestSecondStageShedding(t *testing.T) {
-	p := &Pacer{InitialWindow: -1}
-	req := hostRequest(t, "api.example")
-	s := p.state(req)
+	p, req, s := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
 	s.mu.Lock()
-	s.setRate(100, 0.5)
-	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = 140, 100, pacerEpoch
-	s.shed = shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3}
-	paced(s, pacerEpoch)
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
 	s.meter.bucket = pacerEpoch
 	s.deepen(pacerEpoch, 0.5)
@@ -280,10 +266,11 @@ func TestSecondStageShedding(t *testing.T) {
 	assert.Positive(t, s.meter.lastOK, "the successes so far stay, for noise")
 }
 
-// paced makes the test's stage one the client kept up with: a thousand
-// attempts sent since it began at now.
-func paced(s *keyState, now time.Time) {
-	s.shed.at, s.shed.atSent = now, 0
+// setChain gives s the chain sh, in a stage the client kept up with: a
+// thousand attempts sent since it began at pacerEpoch.
+func setChain(s *keyState, sh shedding) {
+	s.shed = sh
+	s.shed.at, s.shed.atSent = pacerEpoch, 0
 	s.meter.sentBefore = 1000
 }
 
@@ -323,4 +310,20 @@ func TestPaceHoldsOverTheStage(t *testing.T) {
 	assert.False(t, s.paceHolds(now), "1 attempt in 0.4 s")
 	s.meter.sentBefore = 98 // 4 since: 10/s
 	assert.True(t, s.paceHolds(now), "4 attempts in 0.4 s")
+}
+
+// chainKey returns a Pacer without slow start, a request and its key's
+// state, paced at rate after a cut from lastMax at pacerEpoch, with the
+// chain sh (see setChain).
+func chainKey(t *testing.T, rate, lastMax float64, sh shedding) (*Pacer, *http.Request, *keyState) {
+	t.Helper()
+	p := &Pacer{InitialWindow: -1}
+	req := hostRequest(t, "api.example")
+	s := p.state(req)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setRate(rate, 0.5)
+	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = lastMax, rate, pacerEpoch
+	setChain(s, sh)
+	return p, req, s
 }
