@@ -10,13 +10,18 @@
 // at once, the next one interval later); a turn keeps its place while it
 // waits, and a cut or growth of the rate meanwhile slows or speeds the
 // whole queue. The rate is learned from throttling as package pace's
-// Pacer learns it: the first throttle engages the key below the rate the
-// fleet was sending at, a throttle of an attempt paced before the last cut
-// cuts nothing, a lone throttle is taken for the jitter of the fleet's
-// clocks, and successes grow the rate back along CUBIC's curve. A key
-// nobody throttled is not paced: a turn costs one script call and no wait.
-// docs/fleet.md in the repository gives the rules with their figures and
-// the measurements.
+// Pacer learns it: a throttle engages the key below the rate the fleet
+// was sending at (once its answers are enough to tell: eight, or a burst
+// clearly refused far above a limit), a throttle of an attempt paced
+// before the last cut cuts nothing, a lone throttle is taken for the
+// jitter of the fleet's clocks, and successes grow the rate back along
+// CUBIC's curve. A chain of cuts is tested for shedding, as pace's is: a
+// server that refuses a share of requests whatever their rate (a load
+// balancer shedding, a flaky backend) refuses as often at two lower
+// rates, and the key goes back to idle and remembers the share, so that
+// those refusals pace no one. A key nobody throttled is not paced: a turn
+// costs one script call and no wait. docs/fleet.md in the repository
+// gives the rules with their figures and the measurements.
 //
 // Redis must never make a call fail or stall. Every script call has a
 // time limit (Timeout); when one fails or runs out, the Pacer reports it

@@ -46,6 +46,19 @@ func rate(t *testing.T, rdb *redis.Client, key string) float64 {
 	return v
 }
 
+// engageKey engages req's key: four throttles of its first four answers
+// are clearly a burst above a limit (fewer may be refusals at random).
+func engageKey(t *testing.T, p *Pacer, req *http.Request) {
+	t.Helper()
+	for range 4 {
+		turn, _ := wait(t, p, req)
+		turn.Done(retry.Feedback{Class: retry.Throttled})
+	}
+	if r := rate(t, p.Client.(*redis.Client), p.key(req)); r <= 0 {
+		t.Fatal("four throttles of four answers did not engage the key")
+	}
+}
+
 func wait(t *testing.T, p *Pacer, req *http.Request) (retry.Turn, time.Duration) {
 	t.Helper()
 	start := time.Now()
@@ -123,16 +136,24 @@ func TestCutsAndGrowth(t *testing.T) {
 	rdb, _ := startRedis(t)
 	p := &Pacer{Client: rdb}
 	req := request(t, "api.example")
+	for i := 1; i < 4; i++ {
+		turn, _ := wait(t, p, req)
+		turn.Done(retry.Feedback{Class: retry.Throttled})
+		if r := rate(t, rdb, "api.example"); r != 0 {
+			t.Fatalf("rate %v after %d throttles of %d answers; want 0 (not engaged: refusals at random as likely)", r, i, i)
+		}
+	}
 	turn, _ := wait(t, p, req)
 	turn.Done(retry.Feedback{Class: retry.Throttled})
 	r1 := rate(t, rdb, "api.example")
 	if r1 <= 0 {
-		t.Fatal("a throttle did not engage the key")
+		t.Fatal("four throttles of four answers did not engage the key")
 	}
-	// One turn sent: the sending rate reads over a tenth of a second at
-	// least (10/s), and the key engages at 0.7 times it.
-	if r1 > 7.01 {
-		t.Fatalf("engaged at %v/s after one turn; want 7/s at most (0.7 × 1 turn per 0.1s)", r1)
+	// Four turns sent, all refused, clearly a burst's share: the sending
+	// rate reads over a tenth of a second at least (40/s), and the key
+	// engages at 0.7 times it.
+	if r1 > 28.01 {
+		t.Fatalf("engaged at %v/s after four turns; want 28/s at most (0.7 × 4 turns per 0.1s)", r1)
 	}
 	turn, _ = wait(t, p, req)
 	turn.Done(retry.Feedback{Class: retry.Throttled})
@@ -466,8 +487,7 @@ func TestQueueDrainsAtRateInForce(t *testing.T) {
 	key := defaultPrefix + "api.example"
 	p := &Pacer{Client: rdb, InitialWindow: -1}
 	req := request(t, "api.example")
-	turn, _ := wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Throttled}) // engages the key
+	engageKey(t, p, req)
 	rdb.HSet(ctx, key, "rate", 10)
 
 	var last reservation
@@ -535,10 +555,12 @@ func TestRefusalIgnoresConflicts(t *testing.T) {
 	if r := rate(t, rdb, "api.example"); r != 0 {
 		t.Fatalf("rate %v after three conflicts; want 0 (not engaged)", r)
 	}
-	turn, _ := wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Throttled, Response: &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}})
+	for range 4 {
+		turn, _ := wait(t, p, req)
+		turn.Done(retry.Feedback{Class: retry.Throttled, Response: &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}})
+	}
 	if r := rate(t, rdb, "api.example"); r <= 0 {
-		t.Error("a throttle did not engage the key")
+		t.Error("four throttles of four answers did not engage the key")
 	}
 }
 

@@ -17,7 +17,8 @@ import "github.com/redis/go-redis/v9"
 //     of an idle key goes at once and the next one interval later, but a
 //     turn taken at one rate is served at the rate in force when it comes:
 //     a cut slows the whole queue, growth speeds it up;
-//   - gen: the rate's generation, +1 on every cut or pause;
+//   - gen: the rate's generation, +1 on every cut or pause, and when the
+//     test of shedding changes the rate or the key goes back to idle;
 //   - wmax, cut, win: the rate cut from, which the cubic growth climbs
 //     back to, when the cut was, and the seconds the growth takes back to
 //     it;
@@ -26,10 +27,22 @@ import "github.com/redis/go-redis/v9"
 //     (1 while in it), ssEnd (when it ends at the latest), inflight (the
 //     attempts holding a slot) and window (the slots);
 //   - the measurement of the current one-second bucket: since, sent, ok,
-//     the smoothed rates measured (sent) and accepted, and prevOk, the
-//     rate accepted over the bucket before (-1: none), from which the
-//     rate accepted over the last second is read at any time (a sliding
-//     window, as sliding-window limiters count).
+//     refused, the smoothed rates measured (sent) and accepted, and
+//     prevOk, the rate accepted over the bucket before (-1: none), from
+//     which the rate accepted over the last second is read at any time (a
+//     sliding window, as sliding-window limiters count); prevOkN and
+//     prevRef, that bucket's successes and refusals; sends, the turns
+//     taken since the key's state began;
+//   - answers and coldRef: the key's first 8 answers, and how many of
+//     them were refused (see evidence in feedbackScript);
+//   - share: the share of refusals found not to depend on the rate (0:
+//     none), and the chain of cuts under the test of shedding, read and
+//     written by feedbackScript alone: chainRate (0: no chain), chainGen,
+//     lowRate, limit, hiN/hiK and loN/loK (outcomes and refusals before
+//     the chain's first cut and at its low rate), deep (the second
+//     stage), epN/epK (since the last cut), at and atSent (when the
+//     test's stage began, and sends then), and the curve saved by the
+//     second stage (svRate, svWmax, svCut, svWin).
 
 // common is the prologue of every script: it reads the hash and rolls the
 // measurement bucket over when a second has passed.
@@ -38,7 +51,8 @@ local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local h = redis.call('HMGET', key, 'rate', 'head', 'gen', 'wmax', 'cut', 'since', 'sent', 'ok', 'measured', 'accepted',
-  'ss', 'ssEnd', 'inflight', 'window', 'win', 'strike', 'prevOk', 'headAt', 'tail')
+  'ss', 'ssEnd', 'inflight', 'window', 'win', 'strike', 'prevOk', 'headAt', 'tail',
+  'refused', 'prevRef', 'prevOkN', 'sends', 'share', 'answers', 'coldRef')
 local fresh = h[1] == false
 local rate = tonumber(h[1]) or 0
 local head = tonumber(h[2]) or 0
@@ -59,23 +73,39 @@ local strike = tonumber(h[16]) or 0
 local prevOk = tonumber(h[17]) or -1
 local headAt = tonumber(h[18]) or now
 local tail = tonumber(h[19]) or 0
+local refused = tonumber(h[20]) or 0
+local prevRef = tonumber(h[21]) or 0
+local prevOkN = tonumber(h[22]) or 0
+local sends = tonumber(h[23]) or 0
+local share = tonumber(h[24]) or 0
+local answers = tonumber(h[25]) or 0
+local coldRef = tonumber(h[26]) or 0
 if now - since >= 1000000 then
   local sec = (now - since) / 1000000
-  prevOk = -1
-  if sec < 2 then prevOk = ok / sec end
+  prevOk, prevOkN, prevRef = -1, 0, 0
+  if sec < 2 then prevOk, prevOkN, prevRef = ok / sec, ok, refused end
+  -- Idle, the share of refusals found not to depend on the rate follows
+  -- buckets refused less often down (only down: a limit's refusals, as
+  -- they grow, would pass for it), and is forgotten once negligible.
+  if share > 0 and rate == 0 and ok + refused >= 16 then
+    share = math.min(share, 0.2 * share + 0.8 * refused / (ok + refused))
+    if share < 0.001 then share = 0 end
+  end
   if measured == 0 and accepted == 0 then
     measured, accepted = sent / sec, ok / sec
   else
     measured = 0.8 * sent / sec + 0.2 * measured
     accepted = 0.8 * ok / sec + 0.2 * accepted
   end
-  since, sent, ok = now, 0, 0
+  since, sent, ok, refused = now, 0, 0, 0
 end
 if ss == 1 and now >= ssEnd then ss = 0 end
 local function save()
   redis.call('HSET', key, 'rate', rate, 'head', head, 'headAt', headAt, 'tail', tail, 'gen', gen, 'wmax', wmax, 'cut', cut, 'since', since,
     'sent', sent, 'ok', ok, 'measured', measured, 'accepted', accepted, 'ss', ss, 'ssEnd', ssEnd,
-    'inflight', inflight, 'window', window, 'win', win, 'strike', strike, 'prevOk', prevOk)
+    'inflight', inflight, 'window', window, 'win', win, 'strike', strike, 'prevOk', prevOk,
+    'refused', refused, 'prevRef', prevRef, 'prevOkN', prevOkN, 'sends', sends, 'share', share,
+    'answers', answers, 'coldRef', coldRef)
 end
 -- drain moves the head on at the rate in force up to now, never past the
 -- tail: an idle key saves up no turns.
@@ -121,7 +151,7 @@ elseif rate > 0 then
   n, tail = tail, tail + 1
   wait = waitFor(n)
 end
-sent = sent + 1
+sent, sends = sent + 1, sends + 1
 save()
 redis.call('PEXPIRE', key, ARGV[1])
 return {wait, gen, slot, n}
@@ -138,40 +168,138 @@ redis.call('PEXPIRE', key, ARGV[2])
 return {waitFor(tonumber(ARGV[1])), gen}
 `)
 
+// binomial gives the scripts the binomial tails of package pace's test
+// of shedding: atLeast(k, n, p) is the probability that a share p
+// refuses k or more of n outcomes, atMost(k, n, p) k or fewer. The sums
+// run from k away from the mean, so that the terms fall, until they no
+// longer add to the sum; the log-factorials are exact sums below 16 and
+// Stirling's series (to 1/(360 z³), within 1e-10) above.
+const binomial = `
+local function lf(x)
+  if x < 16 then
+    local s = 0
+    for i = 2, x do s = s + math.log(i) end
+    return s
+  end
+  local z = x + 1
+  return (z - 0.5) * math.log(z) - z + 0.91893853320467274 + 1 / (12 * z) - 1 / (360 * z * z * z)
+end
+local function binomSum(k, n, p, step)
+  local term = math.exp(lf(n) - lf(k) - lf(n - k) + k * math.log(p) + (n - k) * math.log(1 - p))
+  local sum, i = 0, k
+  while i >= 0 and i <= n and term > 1e-12 * sum do
+    sum = sum + term
+    if step > 0 then
+      term = term * (n - i) / (i + 1) * p / (1 - p)
+    else
+      term = term * i / (n - i + 1) * (1 - p) / p
+    end
+    i = i + step
+  end
+  return sum
+end
+local function atLeast(k, n, p)
+  if k <= 0 then return 1 end
+  if k > n or p <= 0 then return 0 end
+  if p >= 1 then return 1 end
+  if k < n * p then return math.max(0, 1 - binomSum(k - 1, n, p, -1)) end
+  return math.min(1, binomSum(k, n, p, 1))
+end
+local function atMost(k, n, p) return 1 - atLeast(k + 1, n, p) end
+`
+
 // feedbackScript learns from an outcome: ARGV[1] is "ok", "throttled" or
 // "other", ARGV[2] the generation the attempt was paced at, ARGV[3] the
 // wait the server asked for in microseconds (-1: none), ARGV[4] the
 // lowest rate, ARGV[5] the time to live, ARGV[6] 1 if the attempt held a
 // slot of slow start. It returns the rate in force.
 //
-// The first throttle of a key not engaged engages it, at 0.7 times the
-// rate the fleet was sending at (over a tenth of a second at least, so
-// that slow start's first burst does not read as a huge rate) or 0.9
-// times the rate it is accepted at, whichever is lower. Once it is
-// engaged, a throttle of an attempt paced at the rate in force cuts if it
-// is the second within a strike window (a second, or 20 intervals at
-// slow rates): a lone one is taken for jitter, two turns the schedule
-// spaced by the interval that reached the server closer together after
-// the processes' timers and the network (a limiter without burst, such as
-// nginx's limit_req, refuses those), and a cut for it costs seconds of
-// growth. Such a cut takes the rate to 0.9 times it, or, when the fleet
-// is accepted at a rate below that (over the last second), down to that
-// rate but by half at most. A
-// throttle of an attempt paced before the last cut cuts nothing: one cut
-// answers one burst, whichever process saw it. Successes grow the rate
-// back along CUBIC's curve, scaled to the rate: it returns to the rate
-// cut from in (drop / (0.15 × that rate))^(1/3) seconds (1.26 s after a
-// cut to 0.7 times, 0.87 s after one to 0.9), and never goes beyond 1.25
-// times the rate the fleet is measured sending at (over the last whole
-// second, or the current one once it counts 8 turns). In slow start an
-// answer opens one slot more, and a throttle ends it.
-var feedbackScript = redis.NewScript(common + `
+// A throttle engages a key not engaged once the key has had 8 answers,
+// or, among its first 8, from the second throttle on while they are over
+// 0.4 of the answers (a burst far above a limit): one refusal among a
+// handful of answers is as likely a load balancer's at random, and says
+// nothing of the rate. It engages the key at 0.7 times the rate the fleet
+// was sending at (over a tenth of a second at least, so that slow start's
+// first burst does not read as a huge rate) or 0.9 times the rate it is
+// accepted at, whichever is lower; but a throttle with 0.4 of the
+// bucket's answers or fewer refused (the server answering a quarter of
+// the attempts or more) is no such burst: the fleet is near the server's
+// capacity or refused at random, its rate is read over a millisecond at
+// least, and the cut goes to 0.9 times the share accepted, if that is
+// less of a cut. Once it is engaged, a throttle of an attempt paced at
+// the rate in force cuts if it is the second within a strike window (a
+// second, or 20 intervals at slow rates): a lone one is taken for
+// jitter, two turns the schedule spaced by the interval that reached the
+// server closer together after the processes' timers and the network (a
+// limiter without burst, such as nginx's limit_req, refuses those), and
+// a cut for it costs seconds of growth. Such a cut takes the rate to 0.9
+// times it, or, when the fleet is accepted at a rate below that (over
+// the last second), down to that rate but by half at most. A throttle of
+// an attempt paced before the last cut cuts nothing: one cut answers one
+// burst, whichever process saw it. Successes grow the rate back along
+// CUBIC's curve, scaled to the rate: it returns to the rate cut from in
+// (drop / (0.15 × that rate))^(1/3) seconds (1.26 s after a cut to 0.7
+// times, 0.87 s after one to 0.9), and never goes beyond 1.25 times the
+// rate the fleet is measured sending at (over the last whole second, or
+// the current one once it counts 8 turns). In slow start an answer opens
+// one slot more, and a throttle ends it.
+//
+// A chain of cuts is tested for shedding, as package pace's Pacer tests
+// it (its shedding type has the reasons and the figures): refusals that
+// do not depend on the rate (a load balancer shedding at random, a flaky
+// backend) are refused as often at a lower rate, where a limit's fall.
+// The chain's first cut records its rate (chainRate) and the outcomes
+// and refusals that led to it (hiN, hiK). At 0.7 times that rate or less
+// (or the rate of a moderate first cut, lowRate), the outcomes of
+// attempts paced at the rate in force are counted apart (loN, loK), and
+// each throttle there is judged instead of cut: from three refusals on,
+// a share no more than the first share plus two standard errors, at
+// least half the first less two standard errors, and of every outcome so
+// far at most 0.4, passes the first stage; the test goes on (deep) below
+// what a limit accepted at that rate (0.9 of it, no lower than half the
+// rate), where the share must be as high as the first's less two
+// standard errors. Both passed, the key goes back to idle, its waiting
+// turns go, the rates it measured while paced are forgotten, and it
+// remembers the share; from then on a throttle engages it again, or cuts
+// its rate, only when the share refused over the current bucket and the
+// one before is well above it (twice it, or halfway to all, whichever
+// is less, and three standard deviations). A share at the lower rate
+// clearly higher or lower than the first (a binomial test at 1 %), or
+// undecided after twelve refusals, is a limit's: the chain ends, and the
+// throttle cuts; so does one while the fleet sends at less than 1/1.5 of
+// the rate in force (by the current bucket, or over the stage once it has
+// lasted 4 intervals), as two rates it does not send at cannot be told
+// apart. A success ends the chain once the share at the lower rate has
+// clearly fallen (and a second stage's rate goes back to the first's).
+// Shares are counted without the refusal that stopped their count
+// ((k-1)/(n-1): a count that ends at a refusal overstates the share).
+var feedbackScript = redis.NewScript(common + binomial + `
 local class, attemptGen, hint, minRate = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if ARGV[6] == '1' and inflight > 0 then
   inflight = inflight - 1
   if class == 'ok' then window = window + 1 end
 end
-local elapsed = math.max((now - since) / 1000000, 0.01)
+local c = redis.call('HMGET', key, 'chainRate', 'chainGen', 'lowRate', 'limit', 'hiN', 'hiK', 'loN', 'loK', 'deep',
+  'epN', 'epK', 'at', 'atSent', 'svRate', 'svWmax', 'svCut', 'svWin')
+local chainRate = tonumber(c[1]) or 0
+local chainGen = tonumber(c[2]) or 0
+local lowRate = tonumber(c[3]) or 0
+local limit = tonumber(c[4]) or 0
+local hiN = tonumber(c[5]) or 0
+local hiK = tonumber(c[6]) or 0
+local loN = tonumber(c[7]) or 0
+local loK = tonumber(c[8]) or 0
+local deep = tonumber(c[9]) or 0
+local epN = tonumber(c[10]) or 0
+local epK = tonumber(c[11]) or 0
+local at = tonumber(c[12]) or now
+local atSent = tonumber(c[13]) or 0
+local svRate = tonumber(c[14]) or 0
+local svWmax = tonumber(c[15]) or 0
+local svCut = tonumber(c[16]) or 0
+local svWin = tonumber(c[17]) or 0
+local span = math.max((now - since) / 1000000, 0)
+local elapsed = math.max(span, 0.01)
 -- acc: the rate accepted over the last second, the bucket before weighted
 -- by the part of it still in that second; over the first bucket, the
 -- bucket so far once it counts 8 successes, else the smoothed rate.
@@ -181,31 +309,187 @@ if prevOk >= 0 then
 elseif ok >= 8 then
   acc = math.max(acc, ok / elapsed)
 end
-if class == 'ok' then
-  ok = ok + 1
-  if rate > 0 then
-    local tt = (now - cut) / 1000000
-    local cubic = 0.15 * wmax * (tt - win) ^ 3 + wmax
-    local sending = measured
-    if sent >= 8 then sending = math.max(sending, sent / elapsed) end
-    local cap = math.max(rate, 1.25 * sending)
-    if cubic > rate then
-      drain()
-      rate = math.min(cubic, cap)
-    end
+
+-- The chain of cuts and its test of shedding.
+local function low()
+  if lowRate > 0 then return lowRate end
+  return 0.7 * chainRate
+end
+local function need()
+  if limit == 1 then return 16 end
+  return 8
+end
+local function stopped(k, n)
+  if n < 2 then return 0 end
+  return math.max(k - 1, 0) / (n - 1)
+end
+-- hiErr: two standard errors of the first share, at least one refusal's
+-- worth.
+local function hiErr(hi)
+  if hiN < 1 then return 1 end
+  local p = math.max(hi, 1 / hiN)
+  return 2 * math.sqrt(p * (1 - p) / hiN)
+end
+local function limitShare()
+  local hi = stopped(hiK, hiN)
+  return hi - hiErr(hi) > 0.4
+end
+local function testing()
+  return chainRate > 0 and rate > 0 and hiN >= need() and not limitShare() and rate <= low()
+end
+local function beginChain(base, n, k, lim)
+  chainRate, chainGen, lowRate, limit = base, gen, 0, lim
+  at, atSent = now, sends
+  hiN, hiK, loN, loK, deep = n, k, 0, 0, 0
+end
+local function endChain()
+  chainRate, chainGen, lowRate, limit = 0, 0, 0, 0
+  hiN, hiK, loN, loK, deep = 0, 0, 0, 0, 0
+end
+-- noteCut notes a cut from rate base: the first of a chain records the
+-- refusals that led to it (the bucket's before the key engaged, those
+-- since the last cut after); a chain with too few outcomes before its
+-- low rate begins again here, keeping them; one whose first share was a
+-- limit's begins again from the outcomes since, weighed over twice as
+-- many.
+local function noteCut(base)
+  if base <= 0 then
+  elseif chainRate == 0 then
+    if rate == 0 then beginChain(base, ok + refused, refused, 0) else beginChain(base, epN, epK, 0) end
+  elseif hiN < 8 then
+    beginChain(base, hiN + loN, hiK + loK, limit)
+  elseif hiN < need() then
+    hiN, hiK, loN, loK = hiN + loN, hiK + loK, 0, 0
+  elseif limitShare() and loN >= 8 then
+    beginChain(base, loN, loK, 1)
+  elseif limitShare() and hiN >= 16 then
+    beginChain(base, epN, epK, 1)
   end
-elseif class == 'throttled' and rate > 0 and attemptGen == gen and now - strike > math.max(1000000, 20000000 / rate) then
-  -- A lone throttle of a key engaged is taken for the jitter of the
-  -- fleet's clocks (two turns sent closer than their interval); a second
-  -- within the strike window cuts.
-  strike = now
-elseif class == 'throttled' and (rate == 0 or attemptGen == gen) then
+  epN, epK = 0, 0
+end
+-- paceHolds: whether the fleet sends at 1/1.5 of the rate in force or
+-- more, by the current bucket's turns (from 10 ms into it) or the
+-- smoothed rate, and over the test's stage once it has lasted 4
+-- intervals.
+local function paceHolds()
+  local s = measured
+  if span >= 0.01 then s = math.max(s, sent / span) end
+  if s > 0 and rate > 1.5 * s then return false end
+  local stage = (now - at) / 1000000
+  if stage < 4 / rate then return true end
+  return rate <= 1.5 * (sends - atSent) / stage
+end
+-- verdict judges a throttle of an attempt paced at the rate in force,
+-- while testing: 'cut', 'hold' or 'indep' (not the rate's doing).
+local function verdict()
+  if loN == 0 or not paceHolds() then return 'cut' end
+  local hi, lo = stopped(hiK, hiN), stopped(loK, loN)
+  local e = hiErr(hi)
+  if loK >= 2 and atLeast(loK - 1, loN - 1, hi + e) < 0.01 then
+    endChain()
+    return 'cut'
+  end
+  if loK >= 3 and lo <= hi + e and (deep == 1 and lo >= hi - e or deep == 0 and 2 * lo >= hi - e) and
+      stopped(hiK + loK, hiN + loN) <= 0.4 then
+    return 'indep'
+  end
+  if atMost(loK - 1, loN - 1, hi - e) < 0.01 or loK >= 12 then
+    endChain()
+    return 'cut'
+  end
+  return 'hold'
+end
+-- deepen goes on with the test below what a limit accepted at the low
+-- rate, saving the curve for a limit found there.
+local function deepen()
+  local lo = loK / loN
+  local to = math.max(0.9 * (1 - lo) * rate, 0.5 * rate, minRate)
+  hiN, hiK, loN, loK = hiN + loN, hiK + loK, 0, 0
+  svRate, svWmax, svCut, svWin = rate, wmax, cut, win
+  drain()
+  chainGen, lowRate, deep, at, atSent = gen, to, 1, now, sends
+  wmax, cut, win, rate, gen, strike = to, now, 0, to, gen + 1, 0
+end
+-- disengage returns the key to idle, remembering the share: that at the
+-- low rate, or half the whole chain's if more.
+local function disengage()
+  share = math.max(loK / loN, (hiK + loK) / (hiN + loN) / 2)
+  endChain()
+  rate, gen, headAt = 0, gen + 1, now
+  wmax, cut, win, strike, epN, epK = 0, 0, 0, 0, 0, 0
+  refused, prevRef, measured, accepted = 0, 0, 0, 0
+  prevOkN, ok, prevOk, sent, since = prevOkN + ok, 0, -1, 0, now
+end
+-- heldOut: whether the stage has had the outcomes that would bring 16
+-- refusals at the first share (one refusal's worth at least), or has
+-- lasted a second: until then, the rate does not grow above the stage's
+-- (see growth below). A fast client's growth would otherwise take the
+-- rate above the stage's before the stage's first refusals, and the test
+-- would never weigh one; held longer, a limit above the stage's rate
+-- whose first share a burst had diluted (1 refusal of 22) would hold the
+-- fleet there for seconds.
+local function heldOut()
+  return math.max(stopped(hiK, hiN), 1 / hiN) * loN >= 16 or now - at >= 1000000
+end
+-- testSuccess ends the chain once the share at the low rate has clearly
+-- fallen below the first: a limit's, and the rate is below it.
+local function testSuccess()
+  if not testing() or loN == 0 then return end
+  local hi, lo = stopped(hiK, hiN), loK / loN
+  if not (atMost(loK, loN, hi - hiErr(hi)) < 0.01 or heldOut() and 2 * lo < hi) then return end
+  if deep == 1 then
+    drain()
+    rate, wmax, cut, win, gen = math.max(svRate, minRate), svWmax, svCut, svWin, gen + 1
+  end
+  endChain()
+end
+-- noise: whether the refusals of the current bucket and the one before
+-- are no more than the share found not to depend on the rate would bring.
+local function noise()
+  if share == 0 then return false end
+  local k = refused + prevRef
+  local n = k + ok + prevOkN
+  local mean = n * share
+  return k <= mean + math.min(mean, (n - mean) / 2) or k <= mean + 3 * math.sqrt(mean * (1 - share)) + 2
+end
+-- evidence: whether the key's answers are enough for a throttle to
+-- engage it: 8 of them, or, among its first 8, refusals clearly over 0.4
+-- of them (a binomial test at 5 %: the first 4 of 4, 5 of 6 or 6 of 7),
+-- a burst far above a limit. Two refusals of the first two are a share
+-- refused at random a time in 16 at a quarter, and a fleet engaged on
+-- them takes a rate measured over slow start's first millisecond, for a
+-- burst's or a fast client's alike.
+local function evidence()
+  return answers >= 8 or atLeast(coldRef, answers, 0.4) < 0.05
+end
+local function cutRate()
   strike = 0
-  local base = rate
-  if rate == 0 then base = math.max(measured, sent / math.max(elapsed, 0.1)) end
+  local base, fs = rate, 1
+  if rate == 0 then
+    local answered = ok + refused
+    if answered > 0 and 4 * answered >= sent then fs = refused / answered end
+    -- The rate is read over a tenth of a second at least once the share
+    -- is clearly a burst's (over 0.4, by a binomial test at 5 %), 10 ms
+    -- while it may be a share refused at random (2 of 4 are a quarter's
+    -- as often as a limit's: read over a tenth of a second, the first
+    -- cut of 40 clients sending 2500 a second went to 70 a second, and
+    -- their requests failed waiting for turns), a millisecond at 0.4 or
+    -- less.
+    local floor = 0.01
+    if fs <= 0.4 then
+      floor = 0.001
+    elseif atLeast(refused, answered, 0.4) < 0.05 then
+      floor = 0.1
+    end
+    base = math.max(measured, sent / math.max(span, floor))
+  end
+  noteCut(base)
   local new = base * 0.9
   if rate == 0 then new = base * 0.7 end
-  if acc > 0 then
+  if rate == 0 and fs <= 0.4 then
+    new = math.max(new, 0.9 * (1 - fs) * base)
+    lowRate = math.max(new, minRate)
+  elseif acc > 0 then
     if rate == 0 then
       new = math.min(new, 0.9 * acc)
     else
@@ -216,6 +500,65 @@ elseif class == 'throttled' and (rate == 0 or attemptGen == gen) then
   win = (math.max(base - new, 0) / (0.15 * base)) ^ (1 / 3)
   if rate == 0 then engage() else drain() end
   wmax, cut, gen, rate, ss = base, now, gen + 1, new, 0
+end
+
+local throttled = class == 'throttled'
+if class == 'ok' or throttled then
+  local k = 0
+  if throttled then k = 1 end
+  if answers < 8 then answers, coldRef = answers + 1, coldRef + k end
+  refused = refused + k
+  if rate > 0 then
+    epN, epK = epN + 1, epK + k
+    if chainRate == 0 then
+    elseif attemptGen ~= gen then
+      -- Sent before the chain's first cut (or the test's stage), answered
+      -- after it: one more outcome at the chain's rate.
+      if attemptGen <= chainGen then hiN, hiK = hiN + 1, hiK + k end
+    elseif rate > low() then
+      hiN, hiK = hiN + 1, hiK + k
+    else
+      loN, loK = loN + 1, loK + k
+    end
+  end
+end
+if class == 'ok' then
+  ok = ok + 1
+  if rate > 0 then testSuccess() end
+  if rate > 0 then
+    local tt = (now - cut) / 1000000
+    local cubic = 0.15 * wmax * (tt - win) ^ 3 + wmax
+    local sending = measured
+    if sent >= 8 then sending = math.max(sending, sent / elapsed) end
+    local cap = math.max(rate, 1.25 * sending)
+    if testing() and not heldOut() then cap = math.min(cap, math.max(rate, low())) end
+    if cubic > rate then
+      drain()
+      rate = math.min(cubic, cap)
+    end
+  end
+elseif throttled and hint < 0 and noise() and not testing() then
+  -- Refused no more often than the share found not to depend on the
+  -- rate: pacing, or pacing slower, would not help.
+elseif throttled and hint < 0 and rate == 0 and not evidence() then
+  -- One refusal among a handful of answers: retried as without a Pacer
+  -- until the answers say which it is.
+elseif throttled and rate > 0 and attemptGen == gen and testing() then
+  local v = verdict()
+  if v == 'indep' and deep == 0 then
+    deepen()
+  elseif v == 'indep' then
+    disengage()
+  elseif v == 'cut' then
+    cutRate()
+  end
+elseif throttled and rate > 0 and attemptGen == gen and now - strike > math.max(1000000, 20000000 / rate) then
+  -- A lone throttle of a key engaged is taken for the jitter of the
+  -- fleet's clocks (two turns sent closer than their interval); a second
+  -- within the strike window cuts.
+  strike = now
+elseif throttled and (rate == 0 or attemptGen == gen) then
+  cutRate()
 end
 if hint >= 0 then
   if rate == 0 then
@@ -231,6 +574,9 @@ if hint >= 0 then
   gen, ss = gen + 1, 0
 end
 save()
+redis.call('HSET', key, 'chainRate', chainRate, 'chainGen', chainGen, 'lowRate', lowRate, 'limit', limit,
+  'hiN', hiN, 'hiK', hiK, 'loN', loN, 'loK', loK, 'deep', deep, 'epN', epN, 'epK', epK, 'at', at, 'atSent', atSent,
+  'svRate', svRate, 'svWmax', svWmax, 'svCut', svCut, 'svWin', svWin)
 redis.call('PEXPIRE', key, ARGV[5])
 return tostring(rate)
 `)
