@@ -30,7 +30,9 @@ import (
 //	REDISPACE_SHED_REPORT=1 go test ./redispace -run TestShedReport -v
 //
 // REDISPACE_SHED sets the shares (comma-separated), REDISPACE_SHED_ROUNDS
-// the rounds of each (5).
+// the rounds of each (5), REDISPACE_SHED_PROCS the Transports the clients
+// are split over (1), each with a Pacer of its own on the one Redis, as a
+// fleet's processes have.
 //
 // It is the acceptance test of the fleet's test of shedding (the
 // feedback script's comment; docs/fleet.md): no more failures than
@@ -68,12 +70,20 @@ func TestShedReport(t *testing.T) {
 		}
 		rounds = n
 	}
+	procs := 1
+	if s := os.Getenv("REDISPACE_SHED_PROCS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 40 {
+			t.Fatalf("REDISPACE_SHED_PROCS=%q: want 1 to 40", s)
+		}
+		procs = n
+	}
 	for _, shed := range shares {
-		t.Run(fmt.Sprintf("shed=%.2f", shed), func(t *testing.T) { shedReport(t, rdb, shed, rounds) })
+		t.Run(fmt.Sprintf("shed=%.2f", shed), func(t *testing.T) { shedReport(t, rdb, shed, rounds, procs) })
 	}
 }
 
-func shedReport(t *testing.T, rdb *redis.Client, shed float64, rounds int) {
+func shedReport(t *testing.T, rdb *redis.Client, shed float64, rounds, procs int) {
 	const clients, requests = 40, 15
 	var mu sync.Mutex
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -87,17 +97,24 @@ func shedReport(t *testing.T, rdb *redis.Client, shed float64, rounds int) {
 		}
 	}))
 	defer srv.Close()
-	run := func(p retry.Pacer) (time.Duration, int64) {
-		var opts []retry.Option
-		if p != nil {
-			opts = append(opts, retry.WithPacer(p))
+	// run runs the clients, split over procs Transports (as many
+	// processes), each with a Pacer of its own on the same Redis and
+	// Prefix when prefix is not empty.
+	run := func(prefix string) (time.Duration, int64) {
+		httpClients := make([]*http.Client, procs)
+		for i := range httpClients {
+			var opts []retry.Option
+			if prefix != "" {
+				opts = append(opts, retry.WithPacer(&Pacer{Client: rdb, Prefix: prefix}))
+			}
+			httpClients[i] = &http.Client{Transport: retry.New(nil, opts...)}
+			defer httpClients[i].CloseIdleConnections()
 		}
-		client := &http.Client{Transport: retry.New(nil, opts...)}
-		defer client.CloseIdleConnections()
 		var failed atomic.Int64
 		start := time.Now()
 		var wg sync.WaitGroup
-		for range clients {
+		for c := range clients {
+			client := httpClients[c%procs]
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -128,11 +145,11 @@ func shedReport(t *testing.T, rdb *redis.Client, shed float64, rounds int) {
 				s = 0
 			}
 			share.Store(math.Float64bits(s))
-			var p retry.Pacer
+			prefix := ""
 			if paced {
-				p = &Pacer{Client: rdb, Prefix: fmt.Sprintf("shed-report-%v-%d-%d:", shed, round, arm)}
+				prefix = fmt.Sprintf("shed-report-%v-%d-%d-%d:", shed, procs, round, arm)
 			}
-			d, f := run(p)
+			d, f := run(prefix)
 			times[arm] = append(times[arm], d)
 			failed[arm] += f
 			if arm < 2 {
