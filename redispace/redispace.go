@@ -19,7 +19,10 @@
 // server that refuses a share of requests whatever their rate (a load
 // balancer shedding, a flaky backend) refuses as often at two lower
 // rates, and the key goes back to idle and remembers the share, so that
-// those refusals pace no one. A key nobody throttled is not paced: a turn
+// those refusals pace no one. An outage (every request refused for a
+// second and a half or more, then a success) restarts the key in slow
+// start rather than leave the fleet at the rate the outage cut it to. A
+// key nobody throttled is not paced: a turn
 // costs one script call and no wait. docs/fleet.md in the repository
 // gives the rules with their figures and the measurements.
 //
@@ -252,7 +255,7 @@ func (t *turn) Done(f retry.Feedback) {
 		hint = f.Wait.Microseconds()
 	}
 	p := t.p
-	if _, err := p.run(context.Background(), feedbackScript, t.key, class, t.gen, hint, p.minRate(), keyTTL.Milliseconds(), boolArg(t.slot)); err != nil {
+	if _, err := p.run(context.Background(), feedbackScript, t.key, class, t.gen, hint, p.minRate(), keyTTL.Milliseconds(), boolArg(t.slot), p.initialWindow()); err != nil {
 		p.trip(err)
 	}
 }

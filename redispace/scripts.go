@@ -42,7 +42,13 @@ import "github.com/redis/go-redis/v9"
 //     the chain's first cut and at its low rate), deep (the second
 //     stage), epN/epK (since the last cut), at and atSent (when the
 //     test's stage began, and sends then), and the curve saved by the
-//     second stage (svRate, svWmax, svCut, svWin).
+//     second stage (svRate, svWmax, svCut, svWin);
+//   - outages, also feedbackScript's alone: okOnce (1 once anything was
+//     accepted), lastOk (the last success, or the key's engaging), cutsOk
+//     (cuts since), stAcc and stAfter (the rate accepted before the
+//     streak of cuts, and okOnce then), oBase (the rate its first cut
+//     set) and holding (1 while the rate is held, nothing ever
+//     accepted).
 
 // common is the prologue of every script: it reads the hash and rolls the
 // measurement bucket over when a second has passed.
@@ -50,9 +56,10 @@ const common = `
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local h = redis.call('HMGET', key, 'rate', 'head', 'gen', 'wmax', 'cut', 'since', 'sent', 'ok', 'measured', 'accepted',
+local fields = {'rate', 'head', 'gen', 'wmax', 'cut', 'since', 'sent', 'ok', 'measured', 'accepted',
   'ss', 'ssEnd', 'inflight', 'window', 'win', 'strike', 'prevOk', 'headAt', 'tail',
-  'refused', 'prevRef', 'prevOkN', 'sends', 'share', 'answers', 'coldRef')
+  'refused', 'prevRef', 'prevOkN', 'sends', 'share', 'answers', 'coldRef', 'okOnce'}
+local h = redis.call('HMGET', key, unpack(fields))
 local fresh = h[1] == false
 local rate = tonumber(h[1]) or 0
 local head = tonumber(h[2]) or 0
@@ -80,6 +87,7 @@ local sends = tonumber(h[23]) or 0
 local share = tonumber(h[24]) or 0
 local answers = tonumber(h[25]) or 0
 local coldRef = tonumber(h[26]) or 0
+local okOnce = tonumber(h[27]) or 0
 if now - since >= 1000000 then
   local sec = (now - since) / 1000000
   prevOk, prevOkN, prevRef = -1, 0, 0
@@ -100,12 +108,23 @@ if now - since >= 1000000 then
   since, sent, ok, refused = now, 0, 0, 0
 end
 if ss == 1 and now >= ssEnd then ss = 0 end
-local function save()
-  redis.call('HSET', key, 'rate', rate, 'head', head, 'headAt', headAt, 'tail', tail, 'gen', gen, 'wmax', wmax, 'cut', cut, 'since', since,
-    'sent', sent, 'ok', ok, 'measured', measured, 'accepted', accepted, 'ss', ss, 'ssEnd', ssEnd,
-    'inflight', inflight, 'window', window, 'win', win, 'strike', strike, 'prevOk', prevOk,
-    'refused', refused, 'prevRef', prevRef, 'prevOkN', prevOkN, 'sends', sends, 'share', share,
-    'answers', answers, 'coldRef', coldRef)
+-- changed appends to args each of names whose value in vals differs from
+-- the one read (was), so that a script writes only what it changed: an
+-- attempt of an idle key changes a few counters of some fifty fields.
+local function changed(args, names, was, vals)
+  for i = 1, #names do
+    if was[i] == false or tonumber(was[i]) ~= vals[i] then
+      args[#args + 1] = names[i]
+      args[#args + 1] = vals[i]
+    end
+  end
+  return args
+end
+local function save(more)
+  local args = changed(more or {}, fields, h, {rate, head, gen, wmax, cut, since, sent, ok, measured, accepted,
+    ss, ssEnd, inflight, window, win, strike, prevOk, headAt, tail,
+    refused, prevRef, prevOkN, sends, share, answers, coldRef, okOnce})
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
 end
 -- drain moves the head on at the rate in force up to now, never past the
 -- tail: an idle key saves up no turns.
@@ -273,14 +292,37 @@ local function atMost(k, n, p) return 1 - atLeast(k + 1, n, p) end
 // clearly fallen (and a second stage's rate goes back to the first's).
 // Shares are counted without the refusal that stopped their count
 // ((k-1)/(n-1): a count that ends at a refusal overstates the share).
+//
+// Outages, as package pace's Pacer tells them from a limit (outageOver
+// and restart below): a success after two cuts or more, a second and a
+// half since the last success and ten times the usual spacing of
+// successes before the cuts, ends an outage, and the key starts afresh
+// in slow start (ARGV[7] is the initial window, 0: none), instead of
+// growing back from the rate the outage's refusals cut it to. A key
+// refused from its first attempt on, nothing ever accepted, holds its
+// rate at a quarter of the rate its first cut set, probing, instead of
+// being cut on to the lowest rate.
 var feedbackScript = redis.NewScript(common + binomial + `
 local class, attemptGen, hint, minRate = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if ARGV[6] == '1' and inflight > 0 then
   inflight = inflight - 1
   if class == 'ok' then window = window + 1 end
 end
-local c = redis.call('HMGET', key, 'chainRate', 'chainGen', 'lowRate', 'limit', 'hiN', 'hiK', 'loN', 'loK', 'deep',
-  'epN', 'epK', 'at', 'atSent', 'svRate', 'svWmax', 'svCut', 'svWin')
+if class ~= 'throttled' and rate == 0 and hint < 0 then
+  -- An idle key's success (or a slot's other answer) counts, and
+  -- changes nothing else: the chain and the outage are the engaged key's.
+  if class == 'ok' then
+    ok, okOnce = ok + 1, 1
+    if answers < 8 then answers = answers + 1 end
+  end
+  save()
+  redis.call('PEXPIRE', key, ARGV[5])
+  return tostring(rate)
+end
+local chainFields = {'chainRate', 'chainGen', 'lowRate', 'limit', 'hiN', 'hiK', 'loN', 'loK', 'deep',
+  'epN', 'epK', 'at', 'atSent', 'svRate', 'svWmax', 'svCut', 'svWin',
+  'lastOk', 'cutsOk', 'oBase', 'holding', 'stAcc', 'stAfter'}
+local c = redis.call('HMGET', key, unpack(chainFields))
 local chainRate = tonumber(c[1]) or 0
 local chainGen = tonumber(c[2]) or 0
 local lowRate = tonumber(c[3]) or 0
@@ -298,6 +340,13 @@ local svRate = tonumber(c[14]) or 0
 local svWmax = tonumber(c[15]) or 0
 local svCut = tonumber(c[16]) or 0
 local svWin = tonumber(c[17]) or 0
+local lastOk = tonumber(c[18]) or now
+local cutsOk = tonumber(c[19]) or 0
+local oBase = tonumber(c[20]) or 0
+local holding = tonumber(c[21]) or 0
+local stAcc = tonumber(c[22]) or 0
+local stAfter = tonumber(c[23]) or 0
+local initial = tonumber(ARGV[7]) or 0
 local span = math.max((now - since) / 1000000, 0)
 local elapsed = math.max(span, 0.01)
 -- acc: the rate accepted over the last second, the bucket before weighted
@@ -484,6 +533,15 @@ local function cutRate()
     base = math.max(measured, sent / math.max(span, floor))
   end
   noteCut(base)
+  if rate == 0 then lastOk, cutsOk, holding = now, 0, 0 end
+  if cutsOk == 0 then
+    -- The rate accepted before the streak: over the last second, or,
+    -- with none measured (a key engaged again after it went idle, its
+    -- rates forgotten), the successes counted since over the time.
+    stAcc, stAfter = acc, okOnce
+    if stAcc <= 0 then stAcc = (ok + prevOkN) / (span + 1) end
+  end
+  cutsOk = cutsOk + 1
   local new = base * 0.9
   if rate == 0 then new = base * 0.7 end
   if rate == 0 and fs <= 0.4 then
@@ -496,10 +554,46 @@ local function cutRate()
       new = math.min(new, math.max(acc, 0.5 * base))
     end
   end
+  if stAfter == 1 then
+  elseif cutsOk == 1 then
+    oBase = new
+  elseif new < 0.25 * oBase then
+    new, holding = 0.25 * oBase, 1
+  end
   new = math.max(new, minRate)
   win = (math.max(base - new, 0) / (0.15 * base)) ^ (1 / 3)
   if rate == 0 then engage() else drain() end
   wmax, cut, gen, rate, ss = base, now, gen + 1, new, 0
+end
+
+-- outageOver: whether a success ends an outage: two cuts or more since
+-- the last success (or the key's engaging), a second and a half since,
+-- and ten times the usual spacing of successes before the streak (at the
+-- rate accepted over the second before its first cut). A limiter that
+-- admits its quota at the start of each one-second window is silent for
+-- most of it: against one of 20 a second, a fleet restarted by half a
+-- second of silence (package pace's outageTime) restarted every window
+-- and was refused four times as often. With no success before the
+-- streak, the second and a half is enough.
+local function outageOver()
+  local gap = (now - lastOk) / 1000000
+  if gap < 1.5 or cutsOk < 2 then return false end
+  if stAfter == 0 then return true end
+  return gap * stAcc >= 10
+end
+-- restart forgets what the key learned: after an outage the rate its
+-- refusals cut to says nothing of the server that answers again, and
+-- growth back from it would take seconds (a fleet of 8 workers after 2 s
+-- of 503s, against a limit of 200/s: 20/s, 47 successes in the 2 s after
+-- against 420 allowed). The key starts afresh, in slow start.
+local function restart()
+  endChain()
+  rate, gen, headAt = 0, gen + 1, now
+  wmax, cut, win, strike, epN, epK = 0, 0, 0, 0, 0, 0
+  refused, prevRef, measured, accepted = 0, 0, 0, 0
+  prevOkN, ok, prevOk, sent, since = 0, 1, -1, 0, now
+  lastOk, cutsOk, holding = now, 0, 0
+  if initial > 0 then ss, ssEnd, inflight, window = 1, now + 1000000, 0, initial end
 end
 
 local throttled = class == 'throttled'
@@ -523,8 +617,12 @@ if class == 'ok' or throttled then
   end
 end
 if class == 'ok' then
-  ok = ok + 1
-  if rate > 0 then testSuccess() end
+  ok, okOnce = ok + 1, 1
+  if rate > 0 and outageOver() then
+    restart()
+  elseif rate > 0 then
+    testSuccess()
+  end
   if rate > 0 then
     local tt = (now - cut) / 1000000
     local cubic = 0.15 * wmax * (tt - win) ^ 3 + wmax
@@ -543,6 +641,9 @@ elseif throttled and hint < 0 and noise() and not testing() then
 elseif throttled and hint < 0 and rate == 0 and not evidence() then
   -- One refusal among a handful of answers: retried as without a Pacer
   -- until the answers say which it is.
+elseif throttled and rate > 0 and holding == 1 then
+  -- Refused again and again, nothing ever accepted: an outage, or a
+  -- quota spent. The rate in force probes until a success.
 elseif throttled and rate > 0 and attemptGen == gen and testing() then
   local v = verdict()
   if v == 'indep' and deep == 0 then
@@ -560,6 +661,7 @@ elseif throttled and rate > 0 and attemptGen == gen and now - strike > math.max(
 elseif throttled and (rate == 0 or attemptGen == gen) then
   cutRate()
 end
+if class == 'ok' and rate > 0 then lastOk, cutsOk, holding = now, 0, 0 end
 if hint >= 0 then
   if rate == 0 then
     engage()
@@ -573,10 +675,9 @@ if hint >= 0 then
   if now + hint > headAt then headAt = now + math.floor(hint) end
   gen, ss = gen + 1, 0
 end
-save()
-redis.call('HSET', key, 'chainRate', chainRate, 'chainGen', chainGen, 'lowRate', lowRate, 'limit', limit,
-  'hiN', hiN, 'hiK', hiK, 'loN', loN, 'loK', loK, 'deep', deep, 'epN', epN, 'epK', epK, 'at', at, 'atSent', atSent,
-  'svRate', svRate, 'svWmax', svWmax, 'svCut', svCut, 'svWin', svWin)
+save(changed({}, chainFields, c, {chainRate, chainGen, lowRate, limit, hiN, hiK, loN, loK, deep,
+  epN, epK, at, atSent, svRate, svWmax, svCut, svWin,
+  lastOk, cutsOk, oBase, holding, stAcc, stAfter}))
 redis.call('PEXPIRE', key, ARGV[5])
 return tostring(rate)
 `)
