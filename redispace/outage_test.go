@@ -1,7 +1,7 @@
 package redispace
 
 import (
-	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -9,35 +9,6 @@ import (
 
 	"github.com/backoff-jitter/retry"
 )
-
-// runFor has 8 workers take turns from p for host's requests and report
-// what answer says of each, for d; every watch, it calls watch.
-func runFor(t *testing.T, p *Pacer, host string, d, every time.Duration, answer func() retry.Class, watch func()) {
-	t.Helper()
-	req := request(t, host)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Since(start) < d {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				turn, err := p.Wait(ctx, req)
-				cancel()
-				if err != nil {
-					continue // a turn past the deadline
-				}
-				turn.Done(retry.Feedback{Class: answer()})
-			}
-		}()
-	}
-	for time.Since(start) < d {
-		time.Sleep(every)
-		watch()
-	}
-	wg.Wait()
-}
 
 // After an outage (every request refused for two seconds, as a load
 // balancer's 503s during a deploy), the fleet starts afresh, in slow
@@ -49,28 +20,21 @@ func TestOutageRestarts(t *testing.T) {
 	rdb, _ := startRedis(t)
 	p := &Pacer{Client: rdb}
 	const limit, burst = 200.0, 20.0
-	var mu sync.Mutex
+	tb := newTokenBucket(limit, burst)
 	start := time.Now()
-	tokens, last := burst, start
 	var after atomic.Int64
 	answer := func() retry.Class {
-		mu.Lock()
-		defer mu.Unlock()
-		now := time.Now()
-		tokens = min(burst, tokens+limit*now.Sub(last).Seconds())
-		last = now
-		switch el := now.Sub(start); {
+		switch el := time.Since(start); {
 		case el > 500*time.Millisecond && el < 2500*time.Millisecond:
 			return retry.Throttled // the outage
-		case tokens < 1:
+		case !tb.take():
 			return retry.Throttled
 		case el >= 2500*time.Millisecond:
 			after.Add(1)
 		}
-		tokens--
 		return retry.Success
 	}
-	runFor(t, p, "outage.example", 3500*time.Millisecond, 100*time.Millisecond, answer, func() {})
+	fleetRun(t, p, "outage.example", 8, math.MaxInt, 3500*time.Millisecond, answer, 0, nil)
 	if n := after.Load(); n < 150 {
 		t.Errorf("%d successes in the second after a 2 s outage, against a limit that allows %d; want the fleet restarted", n, int(limit+burst))
 	}
@@ -104,7 +68,7 @@ func TestWindowLimitIsNoOutage(t *testing.T) {
 		return retry.Success
 	}
 	engaged, idle := false, 0
-	runFor(t, p, "window.example", 3*time.Second, 20*time.Millisecond, answer, func() {
+	fleetRun(t, p, "window.example", 8, math.MaxInt, 3*time.Second, answer, 20*time.Millisecond, func() {
 		if rate(t, rdb, "window.example") > 0 {
 			engaged = true
 		} else if engaged {
@@ -128,7 +92,7 @@ func TestNeverAcceptedHolds(t *testing.T) {
 	rdb, _ := startRedis(t)
 	p := &Pacer{Client: rdb, InitialWindow: -1}
 	first, lowest := 0.0, 0.0
-	runFor(t, p, "down.example", 2*time.Second, 10*time.Millisecond, func() retry.Class { return retry.Throttled }, func() {
+	fleetRun(t, p, "down.example", 8, math.MaxInt, 2*time.Second, func() retry.Class { return retry.Throttled }, 10*time.Millisecond, func() {
 		r := rate(t, rdb, "down.example")
 		if r > 0 && first == 0 {
 			first = r

@@ -62,22 +62,8 @@ func TestShedReport(t *testing.T) {
 			shares = append(shares, v)
 		}
 	}
-	rounds := 5
-	if s := os.Getenv("REDISPACE_SHED_ROUNDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 100 {
-			t.Fatalf("REDISPACE_SHED_ROUNDS=%q: want 1 to 100", s)
-		}
-		rounds = n
-	}
-	procs := 1
-	if s := os.Getenv("REDISPACE_SHED_PROCS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 40 {
-			t.Fatalf("REDISPACE_SHED_PROCS=%q: want 1 to 40", s)
-		}
-		procs = n
-	}
+	rounds := envInt(t, "REDISPACE_SHED_ROUNDS", 5, 1, 100)
+	procs := envInt(t, "REDISPACE_SHED_PROCS", 1, 1, 40)
 	for _, shed := range shares {
 		t.Run(fmt.Sprintf("shed=%.2f", shed), func(t *testing.T) { shedReport(t, rdb, shed, rounds, procs) })
 	}

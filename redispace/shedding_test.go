@@ -51,47 +51,6 @@ return {tostring(atLeast(k, n, p)), tostring(atMost(k, n, p))}
 	}
 }
 
-// fleetRun has workers take turns from p for key's requests and report
-// what answer says of each, until total attempts or the time limit; it
-// returns the attempts made and the longest wait for a turn.
-func fleetRun(t *testing.T, p *Pacer, host string, workers, total int, limit time.Duration, answer func() retry.Class) (int, time.Duration) {
-	t.Helper()
-	req := request(t, host)
-	var mu sync.Mutex
-	n, longest := 0, time.Duration(0)
-	deadline := time.Now().Add(limit)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				mu.Lock()
-				if n >= total {
-					mu.Unlock()
-					return
-				}
-				n++
-				mu.Unlock()
-				start := time.Now()
-				turn, err := p.Wait(context.Background(), req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				d := time.Since(start)
-				c := answer()
-				turn.Done(retry.Feedback{Class: c})
-				mu.Lock()
-				longest = max(longest, d)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return n, longest
-}
-
 // A server that refuses a quarter of the requests at random, whatever
 // their rate, is no rate limit: the fleet's test of shedding finds the
 // share as high at two lower rates, the key goes back to idle and
@@ -112,7 +71,7 @@ func TestSheddingIsNoLimit(t *testing.T) {
 		}
 		return retry.Success
 	}
-	n, longest := fleetRun(t, p, "shed.example", 8, 3000, 10*time.Second, shed)
+	n, longest := fleetRun(t, p, "shed.example", 8, 3000, 10*time.Second, shed, 0, nil)
 	ctx := context.Background()
 	h, err := rdb.HGetAll(ctx, defaultPrefix+"shed.example").Result()
 	if err != nil {
@@ -130,7 +89,7 @@ func TestSheddingIsNoLimit(t *testing.T) {
 		t.Errorf("an attempt waited %v for its turn; want a few milliseconds at most", longest)
 	}
 	// Idle, the same refusals engage nothing: every turn goes at once.
-	_, longest = fleetRun(t, p, "shed.example", 8, 1000, 10*time.Second, shed)
+	_, longest = fleetRun(t, p, "shed.example", 8, 1000, 10*time.Second, shed, 0, nil)
 	if r := rate(t, rdb, "shed.example"); r != 0 {
 		t.Errorf("rate %v after 1000 more attempts refused 25%% at random; want 0 (idle)", r)
 	}
@@ -147,23 +106,19 @@ func TestLimitIsNoShedding(t *testing.T) {
 	rdb, _ := startRedis(t)
 	p := &Pacer{Client: rdb}
 	const limit, burst = 200.0, 20.0
-	var mu sync.Mutex
-	tokens, last := burst, time.Now()
+	tb := newTokenBucket(limit, burst)
 	refused := 0
+	var mu sync.Mutex
 	bucket := func() retry.Class {
-		mu.Lock()
-		defer mu.Unlock()
-		now := time.Now()
-		tokens = min(burst, tokens+limit*now.Sub(last).Seconds())
-		last = now
-		if tokens < 1 {
-			refused++
-			return retry.Throttled
+		if tb.take() {
+			return retry.Success
 		}
-		tokens--
-		return retry.Success
+		mu.Lock()
+		refused++
+		mu.Unlock()
+		return retry.Throttled
 	}
-	n, _ := fleetRun(t, p, "limit.example", 8, 100000, 2*time.Second, bucket)
+	n, _ := fleetRun(t, p, "limit.example", 8, 100000, 2*time.Second, bucket, 0, nil)
 	h, err := rdb.HGetAll(context.Background(), defaultPrefix+"limit.example").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +134,8 @@ func TestLimitIsNoShedding(t *testing.T) {
 	}
 	// Paced, the attempts are about the limit's: at most 2s × 200/s, the
 	// burst and the first second's learning (a few hundred).
+	mu.Lock()
+	defer mu.Unlock()
 	if n > 1000 {
 		t.Errorf("%d attempts in 2s against %v/s (%d refused); want the key paced", n, limit, refused)
 	}
