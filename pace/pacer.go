@@ -580,16 +580,19 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 			return &turn{s: s, slot: true}, nil
 		}
 		now := p.clock()
-		d, res := s.reserveAt(now)
+		within := time.Duration(-1)
+		if dl, ok := ctx.Deadline(); ok {
+			within = max(dl.Sub(now), 0)
+		}
+		d, res, ok := s.reserveWithin(now, within)
+		if !ok {
+			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+		}
 		if res == nil {
 			s.meter.sent.Add(1)
 			return (*idleTurn)(s), nil // not engaged: no allocation
 		}
 		if d > 0 {
-			if dl, ok := ctx.Deadline(); ok && d > dl.Sub(now) {
-				res.cancel()
-				return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
-			}
 			if err := p.waitTurn(ctx, d, res); err != nil {
 				res.cancel()
 				return nil, err
@@ -802,8 +805,21 @@ func (s *keyState) wakeAll() {
 // taken at the time of sending, after any backoff, as in the AWS SDK's
 // adaptive mode.
 func (s *keyState) reserveAt(now time.Time) (time.Duration, *reservation) {
+	d, res, _ := s.reserveWithin(now, -1)
+	return d, res
+}
+
+// reserveWithin is reserveAt for an attempt that can wait no longer than
+// within (negative: any wait): a token due later is not handed out, and
+// it returns the wait and false. Handed out and given back (see
+// reservation.cancel), such a token stayed spent whenever another was
+// handed out in between: callers that fail fast and call again (a worker
+// pool whose jobs have deadlines) pushed the schedule out by an interval
+// for each refusal, faster than it drained, until every wait was past
+// every deadline.
+func (s *keyState) reserveWithin(now time.Time, within time.Duration) (time.Duration, *reservation, bool) {
 	if !s.engaged.Load() {
-		return 0, nil
+		return 0, nil, true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -814,11 +830,14 @@ func (s *keyState) reserveAt(now time.Time) (time.Duration, *reservation) {
 	if s.sched.next.After(start) {
 		start = s.sched.next
 	}
+	if d := start.Sub(now); within >= 0 && d > within {
+		return d, nil, false
+	}
 	s.sched.next = start.Add(s.sched.interval)
 	if s.sched.turns == nil {
 		s.sched.turns, s.sched.cancelTurns = context.WithCancel(context.Background())
 	}
-	return start.Sub(now), &reservation{s: s, at: start, next: s.sched.next, gen: s.sched.gen, turns: s.sched.turns}
+	return start.Sub(now), &reservation{s: s, at: start, next: s.sched.next, gen: s.sched.gen, turns: s.sched.turns}, true
 }
 
 // reservation is a token taken by [keyState.reserveAt].

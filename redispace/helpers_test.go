@@ -43,7 +43,10 @@ func fleetRun(t *testing.T, p *Pacer, host string, workers, total int, d time.Du
 				longest = max(longest, time.Since(asked))
 				mu.Unlock()
 				if err != nil {
-					continue // a turn past the deadline
+					// A turn past the deadline: the caller fails, and
+					// calls again a little later.
+					time.Sleep(10 * time.Millisecond)
+					continue
 				}
 				turn.Done(retry.Feedback{Class: answer()})
 			}

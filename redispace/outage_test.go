@@ -1,6 +1,7 @@
 package redispace
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -109,5 +110,80 @@ func TestNeverAcceptedHolds(t *testing.T) {
 	}
 	if lowest > 0.5*first {
 		t.Errorf("rate %v at its lowest, from a first cut to %v; want the refusals to cut it", lowest, first)
+	}
+}
+
+// After an outage, against a strict limit (a token bucket of 50/s without
+// burst), with 16 workers whose calls have 1 s deadlines, the fleet
+// restarts and is paced near the limit again. Three things failed here:
+// turns refused for the deadline, and turns a cut pushed past it, stayed
+// spent in the middle of the queue and held it out of every deadline (no
+// attempt for 1.4 s, or for good with callers that call again at once);
+// the turns waiting at the restart left all at once instead of taking
+// slots of slow start; and the first refusal then engaged the key from a
+// bucket that counted none of them, at the lowest rate.
+func TestRestartAgainstALimit(t *testing.T) {
+	rdb, _ := startRedis(t)
+	var fallbacks atomic.Int64
+	p := &Pacer{Client: rdb, OnFallback: func(error) { fallbacks.Add(1) }}
+	tb := newTokenBucket(50, 1)
+	start := time.Now()
+	var after atomic.Int64
+	answer := func() retry.Class {
+		switch el := time.Since(start); {
+		case el > 500*time.Millisecond && el < 2500*time.Millisecond:
+			return retry.Throttled // the outage
+		case !tb.take():
+			return retry.Throttled
+		case el >= 2500*time.Millisecond:
+			after.Add(1)
+		}
+		return retry.Success
+	}
+	fleetRun(t, p, "strict.example", 16, math.MaxInt, 4*time.Second, answer, 0, nil)
+	if r := rate(t, rdb, "strict.example"); r < 10 {
+		t.Errorf("rate %v after the outage, against a limit of 50/s; want the key engaged near it", r)
+	}
+	if n := after.Load(); n < 50 {
+		t.Errorf("%d successes in the 1.5 s after the outage, against a limit of 50/s; want 50 at least (%d fallbacks)", n, fallbacks.Load())
+	}
+}
+
+// A turn given back from the middle of the queue (its attempt's deadline
+// came first) is taken by the next caller while it is still to come,
+// instead of staying spent; and a wait past the caller's deadline takes
+// no turn at all.
+func TestGivenBackTurnIsTaken(t *testing.T) {
+	rdb, _ := startRedis(t)
+	ctx := context.Background()
+	key := defaultPrefix + "api.example"
+	p := &Pacer{Client: rdb, InitialWindow: -1}
+	engageKey(t, p, request(t, "api.example"))
+	rdb.HSet(ctx, key, "rate", 10, "head", 0, "tail", 0)
+	var turns []reservation
+	for range 4 {
+		r, err := p.reserve(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, r)
+	}
+	if _, err := p.run(ctx, cancelScript, key, turns[1].n, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.reserve(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.n != turns[1].n {
+		t.Errorf("took turn %d after turn %d was given back (the tail is %d); want %d", r.n, turns[1].n, turns[3].n+1, turns[1].n)
+	}
+	short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	defer cancel()
+	if r, err := p.reserve(short, key); err != nil || r.wait != -2 {
+		t.Fatalf("reserve with 150ms left, the next turn 400ms away = %+v, %v; want refused (-2)", r, err)
+	}
+	if r, err := p.reserve(ctx, key); err != nil || r.n != turns[3].n+1 {
+		t.Errorf("the turn after a refused one is %d, %v; want %d (the refusal took none)", r.n, err, turns[3].n+1)
 	}
 }

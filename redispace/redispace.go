@@ -169,8 +169,16 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 		if err != nil {
 			return p.turnToFallback(ctx, req, err)
 		}
+		if r.wait == -2 {
+			d := time.Duration(r.late) * time.Microsecond
+			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+		}
 		if r.wait >= 0 {
-			return p.await(ctx, key, r)
+			t, err := p.await(ctx, key, r)
+			if err == errSlowStart {
+				continue // the key restarted while the turn waited: take a slot
+			}
+			return t, err
 		}
 		// Slow start's window is full: look again shortly, the waiters of
 		// the fleet spread over the interval.
@@ -179,6 +187,11 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 		}
 	}
 }
+
+// errSlowStart tells Wait that the key restarted in slow start while a
+// turn waited (after an outage): the turn's attempt takes a slot, as a new
+// one would, instead of leaving with every other waiting turn at once.
+var errSlowStart = errors.New("redispace: the key restarted in slow start")
 
 // recheckAbove is the longest wait slept whole, to the turn; a longer one
 // is slept in halves, each followed by a check of the turn's wait at the
@@ -213,6 +226,9 @@ func (p *Pacer) await(ctx context.Context, key string, r reservation) (retry.Tur
 				return nil, err
 			}
 			return t, nil
+		}
+		if wait < 0 {
+			return nil, errSlowStart
 		}
 		d, t.gen = time.Duration(wait)*time.Microsecond, gen
 	}
@@ -297,8 +313,11 @@ func (p *Pacer) runLate(ctx context.Context, script *redis.Script, key string, l
 
 // reservation is reserveScript's reply.
 type reservation struct {
-	wait, gen, n int64 // wait in microseconds, -1: no slot free; n: the turn's number, -1: none
-	slot         bool
+	// wait in microseconds, -1: no slot free, -2: the turn would come
+	// past the deadline (late is its wait) and none was taken; n: the
+	// turn's number, -1: none.
+	wait, gen, n, late int64
+	slot               bool
 }
 
 // reserve takes a turn or a slot of slow start for key, within Timeout. A
@@ -309,20 +328,27 @@ func (p *Pacer) reserve(ctx context.Context, key string) (reservation, error) {
 	giveBack := func(res any) {
 		v, err := ints(res, 4)
 		switch {
-		case err != nil:
+		case err != nil || v[0] == -2:
 		case v[2] == 1:
 			p.run(context.Background(), cancelScript, key, -1, 1)
 		case v[3] >= 0:
 			p.run(context.Background(), cancelScript, key, v[3], 0)
 		}
 	}
-	res, err := p.runLate(ctx, reserveScript, key, giveBack, keyTTL.Milliseconds(), p.initialWindow())
+	within := int64(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		within = max(time.Until(dl).Microseconds(), 0)
+	}
+	res, err := p.runLate(ctx, reserveScript, key, giveBack, keyTTL.Milliseconds(), p.initialWindow(), within)
 	if err != nil {
 		return reservation{}, err
 	}
 	v, err := ints(res, 4)
 	if err != nil {
 		return reservation{}, err
+	}
+	if v[0] == -2 {
+		return reservation{wait: -2, gen: v[1], late: v[2], n: -1}, nil
 	}
 	return reservation{wait: v[0], gen: v[1], slot: v[2] == 1, n: v[3]}, nil
 }
