@@ -564,9 +564,9 @@ func (p *Pacer) state(req *http.Request) *keyState {
 // is in slow start, once it holds a slot of the window; once the key has
 // engaged, at its turn. A turn made void while the attempt waits for it
 // (the rate was cut, the key paused or restarted) is given up for a new
-// one. A wait that would end past ctx's deadline is not begun: Wait
-// returns an error that wraps [context.DeadlineExceeded] at once. It
-// implements [retry.Pacer].
+// one. A wait that would end past ctx's deadline is not begun, and takes
+// no turn: Wait returns an error that wraps [context.DeadlineExceeded] at
+// once. It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	s := p.state(req)
 	for {

@@ -158,7 +158,9 @@ func (p *Pacer) Validate() error {
 // queue, which drains at the rate in force while it waits: a cut meanwhile
 // makes it wait longer, growth brings it forward (a long wait is checked
 // again at half of it). A wait that would end past ctx's deadline is not
-// begun. It implements [retry.Pacer].
+// begun and takes no turn; a turn given up while it waits (a cut pushed
+// it past the deadline) goes to the next caller while it is to come. It
+// implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	if p.usingFallback() {
 		return p.fallbackPacer().Wait(ctx, req)
