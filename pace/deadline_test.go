@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-jitter/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -48,4 +49,22 @@ func TestRefusedWaitsTakeNoTurn(t *testing.T) {
 	next, res := s.reserveAt(now)
 	require.NotNil(t, res)
 	assert.Equal(t, 100*time.Millisecond, next, "the next turn after 1600 refused waits")
+}
+
+// A quota spent on a key's first answers (a success whose RateLimit field
+// says none remains) engages it at the rate the client was sending at,
+// read over the bucket so far, not at MinRate: the smoothed rate is not
+// measured before half a second, and engaged at 0.5/s the key took 4 s of
+// successes to grow back to 21/s.
+func TestHintOnAFreshKeyEngagesAtItsRate(t *testing.T) {
+	p := &Pacer{InitialWindow: -1}
+	req := hostRequest(t, "api.example")
+	for range 20 {
+		p.reserve(req, pacerEpoch)
+	}
+	s := p.state(req)
+	p.observeState(s, false, retry.Feedback{Class: retry.Success, Wait: 100 * time.Millisecond, Hinted: true}, 0, pacerEpoch.Add(5*time.Millisecond))
+	r, engaged := p.Rate("api.example")
+	require.True(t, engaged)
+	assert.GreaterOrEqual(t, r, 1000.0, "20 sent within 10 ms: 2000/s")
 }

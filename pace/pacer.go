@@ -1301,7 +1301,14 @@ func (s *keyState) idle() {
 // pause keeps every attempt of the key from being sent before now+d.
 func (s *keyState) pause(now time.Time, d time.Duration, minRate float64) {
 	if !s.engaged.Load() {
-		base := max(s.meter.measured, minRate)
+		// The rate the client was sending at: smoothed, or over the
+		// bucket so far (minElapsed at least), as a first cut reads it.
+		// Smoothed alone it is 0 over a key's first half-second, and a
+		// quota spent there (a success with RateLimit r=0) engaged the
+		// key at MinRate: 0.5/s, seconds of growth from a client that
+		// had sent 20 at once.
+		sent := float64(s.meter.sent.Load()) / max(now.Sub(s.meter.bucket), minElapsed).Seconds()
+		base := max(s.meter.measured, sent, minRate)
 		s.setRate(base, minRate)
 	}
 	if until := now.Add(d); until.After(s.sched.paused) {

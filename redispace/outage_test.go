@@ -187,3 +187,22 @@ func TestGivenBackTurnIsTaken(t *testing.T) {
 		t.Errorf("the turn after a refused one is %d, %v; want %d (the refusal took none)", r.n, err, turns[3].n+1)
 	}
 }
+
+// A server's hint (Retry-After, or a quota spent) on a key in its first
+// second engages it at the rate the fleet was sending at, read over the
+// bucket so far, not at MinRate: the smoothed rate is not measured yet,
+// and a curve scaled to MinRate takes seconds to grow back.
+func TestHintOnAFreshKeyEngagesAtItsRate(t *testing.T) {
+	rdb, _ := startRedis(t)
+	p := &Pacer{Client: rdb, InitialWindow: -1}
+	req := request(t, "api.example")
+	var turns []retry.Turn
+	for range 20 {
+		turn, _ := wait(t, p, req)
+		turns = append(turns, turn)
+	}
+	turns[0].Done(retry.Feedback{Class: retry.Success, Wait: time.Millisecond, Hinted: true})
+	if r := rate(t, rdb, "api.example"); r < 100 {
+		t.Errorf("engaged at %v/s by a hint after 20 turns at once; want 200/s (20 over a tenth of a second)", r)
+	}
+}

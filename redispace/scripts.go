@@ -716,7 +716,12 @@ if class == 'ok' and rate > 0 then lastOk, cutsOk, holding = now, 0, 0 end
 if hint >= 0 then
   if rate == 0 then
     engage()
-    rate = math.max(measured, minRate)
+    -- The rate the fleet was sending at: smoothed, or over the bucket so
+    -- far (a tenth of a second at least), as a cut reads it. Smoothed
+    -- alone, it is 0 over a key's first second, after a restart or after
+    -- the key went idle, and the key engaged at MinRate on a curve scaled
+    -- to it (seconds to grow back).
+    rate = math.max(measured, math.max(sent, ok + refused) / math.max(span, 0.1), minRate)
     -- Growth starts from here: with no cut yet, CUBIC's curve would
     -- otherwise be scaled to a rate of 0 and never rise.
     wmax, cut, win = rate, now, 0
