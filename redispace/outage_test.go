@@ -11,6 +11,25 @@ import (
 	"github.com/backoff-jitter/retry"
 )
 
+// outageThen answers as a server that accepts what tb accepts, but
+// refuses everything from half a second to two and a half seconds from
+// now (an outage); it counts in after the successes once the outage is
+// over.
+func outageThen(tb *tokenBucket, after *atomic.Int64) func() retry.Class {
+	start := time.Now()
+	return func() retry.Class {
+		switch el := time.Since(start); {
+		case el > 500*time.Millisecond && el < 2500*time.Millisecond:
+			return retry.Throttled // the outage
+		case !tb.take():
+			return retry.Throttled
+		case el >= 2500*time.Millisecond:
+			after.Add(1)
+		}
+		return retry.Success
+	}
+}
+
 // After an outage (every request refused for two seconds, as a load
 // balancer's 503s during a deploy), the fleet starts afresh, in slow
 // start, instead of growing back from the rate the outage's refusals cut
@@ -22,19 +41,8 @@ func TestOutageRestarts(t *testing.T) {
 	p := &Pacer{Client: rdb}
 	const limit, burst = 200.0, 20.0
 	tb := newTokenBucket(limit, burst)
-	start := time.Now()
 	var after atomic.Int64
-	answer := func() retry.Class {
-		switch el := time.Since(start); {
-		case el > 500*time.Millisecond && el < 2500*time.Millisecond:
-			return retry.Throttled // the outage
-		case !tb.take():
-			return retry.Throttled
-		case el >= 2500*time.Millisecond:
-			after.Add(1)
-		}
-		return retry.Success
-	}
+	answer := outageThen(tb, &after)
 	fleetRun(t, p, "outage.example", 8, math.MaxInt, 3500*time.Millisecond, answer, 0, nil)
 	if n := after.Load(); n < 150 {
 		t.Errorf("%d successes in the second after a 2 s outage, against a limit that allows %d; want the fleet restarted", n, int(limit+burst))
@@ -127,19 +135,8 @@ func TestRestartAgainstALimit(t *testing.T) {
 	var fallbacks atomic.Int64
 	p := &Pacer{Client: rdb, OnFallback: func(error) { fallbacks.Add(1) }}
 	tb := newTokenBucket(50, 1)
-	start := time.Now()
 	var after atomic.Int64
-	answer := func() retry.Class {
-		switch el := time.Since(start); {
-		case el > 500*time.Millisecond && el < 2500*time.Millisecond:
-			return retry.Throttled // the outage
-		case !tb.take():
-			return retry.Throttled
-		case el >= 2500*time.Millisecond:
-			after.Add(1)
-		}
-		return retry.Success
-	}
+	answer := outageThen(tb, &after)
 	fleetRun(t, p, "strict.example", 16, math.MaxInt, 4*time.Second, answer, 0, nil)
 	if r := rate(t, rdb, "strict.example"); r < 10 {
 		t.Errorf("rate %v after the outage, against a limit of 50/s; want the key engaged near it", r)
