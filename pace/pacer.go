@@ -453,6 +453,13 @@ type meter struct {
 // caller holds s.mu.
 func (m *meter) sends() int64 { return m.sentBefore + m.sent.Load() }
 
+// bucketRate returns the rate of the attempts sent in the current bucket,
+// over the time since it began or floor, whichever is longer: the sending
+// rate before a whole bucket is measured. The caller holds s.mu.
+func (m *meter) bucketRate(now time.Time, floor time.Duration) float64 {
+	return float64(m.sent.Load()) / max(now.Sub(m.bucket), floor).Seconds()
+}
+
 // takeSent ends the current bucket's count of attempts sent, adding it to
 // sentBefore, and returns it. The caller holds s.mu.
 func (m *meter) takeSent() int64 {
@@ -580,11 +587,7 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 			return &turn{s: s, slot: true}, nil
 		}
 		now := p.clock()
-		within := time.Duration(-1)
-		if dl, ok := ctx.Deadline(); ok {
-			within = max(dl.Sub(now), 0)
-		}
-		d, res, ok := s.reserveWithin(now, within)
+		d, res, ok := s.reserveBy(ctx, now)
 		if !ok {
 			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
 		}
@@ -805,22 +808,24 @@ func (s *keyState) wakeAll() {
 // taken at the time of sending, after any backoff, as in the AWS SDK's
 // adaptive mode.
 func (s *keyState) reserveAt(now time.Time) (time.Duration, *reservation) {
-	d, res, _ := s.reserveWithin(now, -1)
+	d, res, _ := s.reserveBy(context.Background(), now)
 	return d, res
 }
 
-// reserveWithin is reserveAt for an attempt that can wait no longer than
-// within (negative: any wait): a token due later is not handed out, and
-// it returns the wait and false. Handed out and given back (see
-// reservation.cancel), such a token stayed spent whenever another was
-// handed out in between: callers that fail fast and call again (a worker
-// pool whose jobs have deadlines) pushed the schedule out by an interval
-// for each refusal, faster than it drained, until every wait was past
-// every deadline.
-func (s *keyState) reserveWithin(now time.Time, within time.Duration) (time.Duration, *reservation, bool) {
+// reserveBy is reserveAt for an attempt that must be sent by ctx's
+// deadline: a token due after it is not handed out, and it returns the
+// wait and false. Handed out and given back (see reservation.cancel),
+// such a token stayed spent whenever another was handed out in between:
+// callers that fail fast and call again (a worker pool whose jobs have
+// deadlines) pushed the schedule out by an interval for each refusal,
+// faster than it drained, until every wait was past every deadline. The
+// deadline is read only for a key that has engaged: an idle key's turn
+// costs what it did.
+func (s *keyState) reserveBy(ctx context.Context, now time.Time) (time.Duration, *reservation, bool) {
 	if !s.engaged.Load() {
 		return 0, nil, true
 	}
+	dl, hasDeadline := ctx.Deadline()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := now
@@ -830,8 +835,8 @@ func (s *keyState) reserveWithin(now time.Time, within time.Duration) (time.Dura
 	if s.sched.next.After(start) {
 		start = s.sched.next
 	}
-	if d := start.Sub(now); within >= 0 && d > within {
-		return d, nil, false
+	if hasDeadline && start.After(now) && start.After(dl) {
+		return start.Sub(now), nil, false
 	}
 	s.sched.next = start.Add(s.sched.interval)
 	if s.sched.turns == nil {
@@ -1062,7 +1067,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 			if share <= shedMaxShare {
 				elapsed = minElapsedModerate
 			}
-			base = float64(s.meter.sent.Load()) / max(now.Sub(s.meter.bucket), elapsed).Seconds()
+			base = s.meter.bucketRate(now, elapsed)
 		}
 	}
 	s.shed.cut(s, base, now)
@@ -1307,8 +1312,7 @@ func (s *keyState) pause(now time.Time, d time.Duration, minRate float64) {
 		// quota spent there (a success with RateLimit r=0) engaged the
 		// key at MinRate: 0.5/s, seconds of growth from a client that
 		// had sent 20 at once.
-		sent := float64(s.meter.sent.Load()) / max(now.Sub(s.meter.bucket), minElapsed).Seconds()
-		base := max(s.meter.measured, sent, minRate)
+		base := max(s.meter.measured, s.meter.bucketRate(now, minElapsed), minRate)
 		s.setRate(base, minRate)
 	}
 	if until := now.Add(d); until.After(s.sched.paused) {

@@ -22,9 +22,9 @@
 // those refusals pace no one. An outage (every request refused for a
 // second and a half or more, then a success) restarts the key in slow
 // start rather than leave the fleet at the rate the outage cut it to. A
-// key nobody throttled is not paced: a turn
-// costs one script call and no wait. docs/fleet.md in the repository
-// gives the rules with their figures and the measurements.
+// key nobody throttled is not paced: a turn costs one script call and no
+// wait. docs/fleet.md in the repository gives the rules with their
+// figures and the measurements.
 //
 // Redis must never make a call fail or stall. Every script call has a
 // time limit (Timeout); when one fails or runs out, the Pacer reports it
@@ -171,23 +171,29 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 		if err != nil {
 			return p.turnToFallback(ctx, req, err)
 		}
-		if r.wait == -2 {
-			d := time.Duration(r.late) * time.Microsecond
-			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
-		}
-		if r.wait >= 0 {
-			t, err := p.await(ctx, key, r)
-			if err == errSlowStart {
-				continue // the key restarted while the turn waited: take a slot
+		switch r.wait {
+		case waitPastDeadline:
+			return nil, pastDeadline(time.Duration(r.late) * time.Microsecond)
+		case waitNoSlot:
+			// Slow start's window is full: look again shortly, the
+			// waiters of the fleet spread over the interval.
+			if err := p.doSleep(ctx, pollInterval(polls)); err != nil {
+				return nil, err
 			}
-			return t, err
+			continue
 		}
-		// Slow start's window is full: look again shortly, the waiters of
-		// the fleet spread over the interval.
-		if err := p.doSleep(ctx, pollInterval(polls)); err != nil {
-			return nil, err
+		t, err := p.await(ctx, key, r)
+		if err == errSlowStart {
+			continue // the key restarted while the turn waited: take a slot
 		}
+		return t, err
 	}
+}
+
+// pastDeadline is Wait's error for a wait of d that would end past the
+// context's deadline.
+func pastDeadline(d time.Duration) error {
+	return fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
 }
 
 // errSlowStart tells Wait that the key restarted in slow start while a
@@ -208,7 +214,7 @@ func (p *Pacer) await(ctx context.Context, key string, r reservation) (retry.Tur
 	for d > 0 {
 		if dl, ok := ctx.Deadline(); ok && d > time.Until(dl) {
 			p.run(ctx, cancelScript, key, r.n, 0) // best effort: the turn goes back
-			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+			return nil, pastDeadline(d)
 		}
 		s := d
 		if d > recheckAbove {
@@ -315,12 +321,17 @@ func (p *Pacer) runLate(ctx context.Context, script *redis.Script, key string, l
 
 // reservation is reserveScript's reply.
 type reservation struct {
-	// wait in microseconds, -1: no slot free, -2: the turn would come
-	// past the deadline (late is its wait) and none was taken; n: the
-	// turn's number, -1: none.
+	// wait in microseconds, or waitNoSlot or waitPastDeadline (late is
+	// then the wait); n: the turn's number, -1: none.
 	wait, gen, n, late int64
 	slot               bool
 }
+
+// reserveScript's waits that are not one.
+const (
+	waitNoSlot       = -1 // slow start's window is full: ask again shortly
+	waitPastDeadline = -2 // the turn would come past the deadline; none was taken
+)
 
 // reserve takes a turn or a slot of slow start for key, within Timeout. A
 // reply that comes after Timeout, when the attempt has gone on with
@@ -330,7 +341,7 @@ func (p *Pacer) reserve(ctx context.Context, key string) (reservation, error) {
 	giveBack := func(res any) {
 		v, err := ints(res, 4)
 		switch {
-		case err != nil || v[0] == -2:
+		case err != nil || v[0] == waitPastDeadline:
 		case v[2] == 1:
 			p.run(context.Background(), cancelScript, key, -1, 1)
 		case v[3] >= 0:
@@ -349,8 +360,8 @@ func (p *Pacer) reserve(ctx context.Context, key string) (reservation, error) {
 	if err != nil {
 		return reservation{}, err
 	}
-	if v[0] == -2 {
-		return reservation{wait: -2, gen: v[1], late: v[2], n: -1}, nil
+	if v[0] == waitPastDeadline {
+		return reservation{wait: waitPastDeadline, gen: v[1], late: v[2], n: -1}, nil
 	}
 	return reservation{wait: v[0], gen: v[1], slot: v[2] == 1, n: v[3]}, nil
 }

@@ -144,6 +144,11 @@ end
 local function engage()
   head, headAt = tail, now
 end
+`
+
+// queue gives reserveScript and cancelScript the turns given back from
+// the middle of the queue (see cancelScript).
+const queue = `
 -- freeTurns returns the turns given back from the middle of the queue
 -- that are still to come (field free, numbers separated by spaces).
 local function freeTurns()
@@ -174,7 +179,7 @@ end
 // and none was taken), the generation, whether the turn holds a slot of
 // slow start (for -2: the wait), and the turn's number in the schedule
 // (-1: none; for checkScript and cancelScript).
-var reserveScript = redis.NewScript(common + `
+var reserveScript = redis.NewScript(common + queue + `
 local initial = tonumber(ARGV[2])
 if fresh and initial > 0 then
   ss, ssEnd, inflight, window = 1, now + 1000000, 0, initial
@@ -274,6 +279,28 @@ end
 local function atMost(k, n, p) return 1 - atLeast(k + 1, n, p) end
 `
 
+// feedbackHead is feedbackScript's opening, up to an idle key's short
+// path: the rest (the test of shedding and its binomial tails, outages)
+// is read and defined only for a throttle, a hint or an engaged key.
+const feedbackHead = `
+local class, attemptGen, hint, minRate = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if ARGV[6] == '1' and inflight > 0 then
+  inflight = inflight - 1
+  if class == 'ok' then window = window + 1 end
+end
+if class ~= 'throttled' and rate == 0 and hint < 0 then
+  -- An idle key's success (or a slot's other answer) counts, and
+  -- changes nothing else: the chain and the outage are the engaged key's.
+  if class == 'ok' then
+    ok, okOnce = ok + 1, 1
+    if answers < 8 then answers = answers + 1 end
+  end
+  save()
+  redis.call('PEXPIRE', key, ARGV[5])
+  return tostring(rate)
+end
+`
+
 // feedbackScript learns from an outcome: ARGV[1] is "ok", "throttled" or
 // "other", ARGV[2] the generation the attempt was paced at, ARGV[3] the
 // wait the server asked for in microseconds (-1: none), ARGV[4] the
@@ -349,23 +376,7 @@ local function atMost(k, n, p) return 1 - atLeast(k + 1, n, p) end
 // refused from its first attempt on, nothing ever accepted, holds its
 // rate at a quarter of the rate its first cut set, probing, instead of
 // being cut on to the lowest rate.
-var feedbackScript = redis.NewScript(common + binomial + `
-local class, attemptGen, hint, minRate = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if ARGV[6] == '1' and inflight > 0 then
-  inflight = inflight - 1
-  if class == 'ok' then window = window + 1 end
-end
-if class ~= 'throttled' and rate == 0 and hint < 0 then
-  -- An idle key's success (or a slot's other answer) counts, and
-  -- changes nothing else: the chain and the outage are the engaged key's.
-  if class == 'ok' then
-    ok, okOnce = ok + 1, 1
-    if answers < 8 then answers = answers + 1 end
-  end
-  save()
-  redis.call('PEXPIRE', key, ARGV[5])
-  return tostring(rate)
-end
+var feedbackScript = redis.NewScript(common + feedbackHead + binomial + `
 local chainFields = {'chainRate', 'chainGen', 'lowRate', 'limit', 'hiN', 'hiK', 'loN', 'loK', 'deep',
   'epN', 'epK', 'at', 'atSent', 'svRate', 'svWmax', 'svCut', 'svWin',
   'lastOk', 'cutsOk', 'oBase', 'holding', 'stAcc', 'stAfter'}
@@ -558,6 +569,15 @@ end
 local function evidence()
   return answers >= 8 or atLeast(coldRef, answers, 0.4) < 0.05
 end
+-- sendingRate: the rate the fleet was sending at, for a key about to
+-- engage: smoothed, or over the bucket so far (floor seconds at least).
+-- The answers count among the attempts sent: turns taken before a
+-- restart (or before the key went idle) are answered after it, when the
+-- bucket has counted none of them, and a rate of 0 engaged the key at the
+-- lowest rate on a curve that never grows.
+local function sendingRate(floor)
+  return math.max(measured, math.max(sent, ok + refused) / math.max(span, floor))
+end
 local function cutRate()
   strike = 0
   local base, fs = rate, 1
@@ -577,11 +597,7 @@ local function cutRate()
     elseif atLeast(refused, answered, 0.4) < 0.05 then
       floor = 0.1
     end
-    -- The answers count among the attempts sent: turns taken before a
-    -- restart (or before the key went idle) are answered after it, when
-    -- the bucket has counted none of them, and a rate of 0 would engage
-    -- the key at the lowest rate with a curve that never grows.
-    base = math.max(measured, math.max(sent, answered) / math.max(span, floor))
+    base = sendingRate(floor)
   end
   noteCut(base)
   if rate == 0 then lastOk, cutsOk, holding = now, 0, 0 end
@@ -716,12 +732,10 @@ if class == 'ok' and rate > 0 then lastOk, cutsOk, holding = now, 0, 0 end
 if hint >= 0 then
   if rate == 0 then
     engage()
-    -- The rate the fleet was sending at: smoothed, or over the bucket so
-    -- far (a tenth of a second at least), as a cut reads it. Smoothed
-    -- alone, it is 0 over a key's first second, after a restart or after
-    -- the key went idle, and the key engaged at MinRate on a curve scaled
-    -- to it (seconds to grow back).
-    rate = math.max(measured, math.max(sent, ok + refused) / math.max(span, 0.1), minRate)
+    -- Smoothed alone, the sending rate is 0 over a key's first second,
+    -- after a restart or after the key went idle, and the key engaged at
+    -- MinRate on a curve scaled to it (seconds to grow back).
+    rate = math.max(sendingRate(0.1), minRate)
     -- Growth starts from here: with no cut yet, CUBIC's curve would
     -- otherwise be scaled to a rate of 0 and never rise.
     wmax, cut, win = rate, now, 0
@@ -742,7 +756,7 @@ return tostring(rate)
 // start (ARGV[2] is 1 if it held one), or its place in the schedule
 // (ARGV[1] is its number, -1 for none): the tail's, or, from the middle
 // of the queue, for the next turn taken to take while it is to come.
-var cancelScript = redis.NewScript(common + `
+var cancelScript = redis.NewScript(common + queue + `
 local n = tonumber(ARGV[1])
 if ARGV[2] == '1' and inflight > 0 then
   inflight = inflight - 1
