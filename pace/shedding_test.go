@@ -15,24 +15,32 @@ import (
 // simServer is a server on the fake clock: a token bucket of rate
 // requests a second (0: no limit) with a burst of one (or of 1+burst,
 // full at the first attempt), which also refuses a share shed of the
-// requests at random, whatever the load. An attempt sent at a time
-// arrives up to lag later, at random, and never before the one sent
-// before it: the network's and the server's own timing.
+// requests at random, whatever the load. With a window, it is a fixed
+// window limiter instead: quota attempts accepted in each window, counted
+// from the first attempt. An attempt sent at a time arrives up to lag
+// later, at random, and never before the one sent before it: the
+// network's and the server's own timing.
 type simServer struct {
 	rate   float64
 	burst  float64
 	shed   float64
+	window time.Duration
+	quota  int
 	lag    time.Duration
 	tokens float64
 	last   time.Time
 	rnd    *rand.Rand
+
+	first    time.Time // the window limiter's first attempt
+	windowAt int64     // the window counted in used
+	used     int
 }
 
 func (s *simServer) answer(at time.Time) retry.Class {
 	if s.rnd.Float64() < s.shed {
 		return retry.Throttled
 	}
-	if s.rate == 0 {
+	if s.rate == 0 && s.window == 0 {
 		return retry.Success
 	}
 	if s.lag > 0 {
@@ -40,6 +48,10 @@ func (s *simServer) answer(at time.Time) retry.Class {
 		if at.Before(s.last) {
 			at = s.last
 		}
+	}
+	if s.window > 0 {
+		s.last = at
+		return s.windowAnswer(at)
 	}
 	switch {
 	case !s.last.IsZero():
@@ -52,6 +64,21 @@ func (s *simServer) answer(at time.Time) retry.Class {
 		return retry.Throttled
 	}
 	s.tokens--
+	return retry.Success
+}
+
+// windowAnswer is answer's for a fixed window limiter.
+func (s *simServer) windowAnswer(at time.Time) retry.Class {
+	if s.first.IsZero() {
+		s.first = at
+	}
+	if w := int64(at.Sub(s.first) / s.window); w != s.windowAt {
+		s.windowAt, s.used = w, 0
+	}
+	if s.used >= s.quota {
+		return retry.Throttled
+	}
+	s.used++
 	return retry.Success
 }
 

@@ -12,6 +12,7 @@
 //	go run ./pacing -server nginx   # a real nginx limit_req (installed from Debian if absent)
 //	go run ./pacing -rounds 1 -svg pacing.svg -series series.csv
 //	go run ./pacing -server nginx -burst 10   # limit_req burst=10 nodelay: a bucket of 11
+//	go run ./pacing -window 1s -rate 20 -clients 8 -requests 15   # 20 accepted at the start of each second
 //
 // With -api route53 the requests are Route 53 ListHostedZones calls made
 // by the AWS SDK for Go v2, and the server refuses as Route 53 does: 400
@@ -83,6 +84,7 @@ type config struct {
 	limit    time.Duration
 	shed     float64       // with the fake server, the share refused at random, whatever the load
 	burst    int           // the server's burst: requests it accepts at once over the rate
+	window   time.Duration // with the fake server, a fixed window limiter's window; 0: a token bucket
 	deadline time.Duration // of each request; 0: only the run's limit
 	// known is the share of the server's rate the known-rate limiter is
 	// set to; 0 means 1.
@@ -105,6 +107,7 @@ func main() {
 	flag.BoolVar(&c.install, "install", true, "with -server nginx, install nginx-light with apt-get when it is absent")
 	flag.DurationVar(&c.limit, "limit", 0, "time limit of one run (0: three times the ideal time, and a minute at least)")
 	flag.IntVar(&c.burst, "burst", 0, "the server's burst: how many requests it accepts at once over its rate (nginx's limit_req burst=N nodelay; a token bucket of N+1), 0 to 1000")
+	flag.DurationVar(&c.window, "window", 0, "with -server fake, limit with fixed windows of this length instead of a token bucket: rate × window requests accepted in each, counted from the first (an API gateway's per-second or per-minute quota), 0 or 100ms to 1m")
 	flag.Float64Var(&c.shed, "shed", 0, "with -server fake, also refuse this share of the requests at random, whatever the load (0 to 0.9): a load balancer shedding, a flaky backend")
 	flag.DurationVar(&c.deadline, "deadline", 0, "deadline of each request (0: none but -limit)")
 	flag.Float64Var(&c.known, "known", 1, "the Limiter(known) rows' rate, as a share of -rate (0.5 to 1; 0 means 1): below 1, what a client that knew the limit and kept a margin would do")
@@ -143,6 +146,12 @@ func (c config) validate() error {
 		return fmt.Errorf("-shed %v: want 0 to 0.9", c.shed)
 	case c.shed > 0 && c.server != "fake":
 		return errors.New("-shed: only with -server fake")
+	case c.window != 0 && (c.window < 100*time.Millisecond || c.window > time.Minute):
+		return fmt.Errorf("-window %v: want 0 or 100ms to 1m", c.window)
+	case c.window != 0 && (c.server != "fake" || c.burst != 0 || c.rate == 0):
+		return errors.New("-window: only with -server fake, a -rate and no -burst")
+	case c.window != 0 && c.rate*c.window.Seconds() < 1:
+		return fmt.Errorf("-window %v: -rate %v admits less than one request a window", c.window, c.rate)
 	case c.known != 0 && !(c.known >= 0.5 && c.known <= 1):
 		return fmt.Errorf("-known %v: want 0.5 to 1", c.known)
 	case c.deadline < 0:
@@ -295,7 +304,7 @@ func run(c config, out io.Writer) error {
 	var results []result
 	for round := 1; round <= c.rounds; round++ {
 		for _, s := range list {
-			time.Sleep(refillPause(c.rate, c.burst))
+			time.Sleep(max(refillPause(c.rate, c.burst), c.window))
 			r, err := runOnce(c, srv, s)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.name, err)
@@ -671,7 +680,7 @@ type server interface {
 type fakeServer struct {
 	srv  *http.Server
 	ln   net.Listener
-	lim  *rate.Limiter
+	lim  allower
 	shed float64 // the share refused at random, whatever the load
 	// route53 answers as nginx.StartRoute53 does: ListHostedZones'
 	// document, and 400 Throttling over the rate.
@@ -703,7 +712,12 @@ func startServer(c config) (server, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &fakeServer{ln: ln, lim: newLimiter(c.rate, c.burst+1), shed: c.shed, route53: c.api == "route53"}
+	f := &fakeServer{ln: ln, shed: c.shed, route53: c.api == "route53"}
+	if c.window > 0 {
+		f.lim = &fixedWindow{window: c.window, quota: int(c.rate * c.window.Seconds())}
+	} else {
+		f.lim = newLimiter(c.rate, c.burst+1)
+	}
 	f.srv = &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
 	go f.srv.Serve(ln)
 	return f, nil
@@ -736,14 +750,53 @@ func (f *fakeServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (f *fakeServer) name() string {
-	name := "an in-process token bucket"
-	if f.lim.Limit() != rate.Inf {
-		name += burstName(f.lim.Burst() - 1)
+	var name string
+	switch l := f.lim.(type) {
+	case *fixedWindow:
+		name = fmt.Sprintf("an in-process fixed window limiter (%d every %v)", l.quota, l.window)
+	case *rate.Limiter:
+		name = "an in-process token bucket"
+		if l.Limit() != rate.Inf {
+			name += burstName(l.Burst() - 1)
+		}
 	}
 	if f.shed > 0 {
 		name += fmt.Sprintf(" that also sheds %.0f%% at random", f.shed*100)
 	}
 	return name
+}
+
+// allower is the fake server's limiter.
+type allower interface{ Allow() bool }
+
+// fixedWindow accepts quota requests in each window, the windows counted
+// from the first request: all of a window's quota at its start, if asked,
+// and nothing more until the next.
+type fixedWindow struct {
+	window time.Duration
+	quota  int
+
+	mu    sync.Mutex
+	first time.Time
+	at    int64 // the window counted in used
+	used  int
+}
+
+func (w *fixedWindow) Allow() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if w.first.IsZero() {
+		w.first = now
+	}
+	if i := int64(now.Sub(w.first) / w.window); i != w.at {
+		w.at, w.used = i, 0
+	}
+	if w.used >= w.quota {
+		return false
+	}
+	w.used++
+	return true
 }
 
 // burstName describes a server's burst, "" for none.

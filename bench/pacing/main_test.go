@@ -146,6 +146,11 @@ func TestValidate(t *testing.T) {
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Millisecond},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: 15500 * time.Microsecond},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Minute},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 20, rounds: 1, limit: time.Second, interval: time.Second, window: 10 * time.Millisecond},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 20, rounds: 1, limit: time.Second, interval: time.Second, window: 2 * time.Minute},
+		{api: "get", server: "nginx", clients: 1, requests: 1, rate: 20, rounds: 1, limit: time.Second, interval: time.Second, window: time.Second},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 20, rounds: 1, limit: time.Second, interval: time.Second, window: time.Second, burst: 5},
+		{api: "get", server: "fake", clients: 1, requests: 1, rate: 5, rounds: 1, limit: time.Second, interval: time.Second, window: 100 * time.Millisecond},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, svg: "/no/such/dir/pacing.svg"},
 		{api: "get", server: "fake", clients: 1, requests: 1, rate: 1, rounds: 1, limit: time.Second, interval: time.Second, series: filepath.Join(file, "series.csv")},
 	} {
@@ -253,6 +258,33 @@ func TestFakeServerBurst(t *testing.T) {
 				t.Errorf("burst %d, request %d: %d; want %d", burst, i+1, resp.StatusCode, want)
 			}
 		}
+	}
+}
+
+// The fake server with -window accepts rate × window requests at the
+// start of each window, and refuses the rest until the next.
+func TestFixedWindow(t *testing.T) {
+	w := &fixedWindow{window: 200 * time.Millisecond, quota: 3}
+	for i := range 4 {
+		if got := w.Allow(); got != (i < 3) {
+			t.Fatalf("request %d of the first window: %v", i+1, got)
+		}
+	}
+	w.mu.Lock()
+	w.first = w.first.Add(-w.window) // the next window has begun
+	w.mu.Unlock()
+	for i := range 4 {
+		if got := w.Allow(); got != (i < 3) {
+			t.Fatalf("request %d of the second window: %v", i+1, got)
+		}
+	}
+	srv, err := startServer(config{server: "fake", rate: 20, window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.close)
+	if name := srv.name(); !strings.Contains(name, "fixed window limiter (20 every 1s)") {
+		t.Errorf("name %q does not say the window", name)
 	}
 }
 
