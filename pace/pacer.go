@@ -188,7 +188,16 @@ const (
 // it came at; the probe's throttle after a whole hold moves it halfway to
 // the probe's rate (timing noise refuses some attempts paced below the
 // limit, and the lowest rate alone would only ever fall); a throttle 15 %
-// above or below it starts afresh.
+// above or below it starts afresh. Only a throttle that follows a success
+// since the last cut finds the limit: the cuts of one silence (below)
+// count once.
+//
+// A fixed window limiter (N accepted at the start of each second or
+// minute, nothing after) leaves a silence after each quota, every paced
+// attempt refused. The success that ends it (twelve refusals in a row,
+// three of them cuts or more) brings the rate back up to 0.9 times the
+// successes since the last silence over the time since, window and
+// silence together, if that is higher.
 //
 // Server hints set the pace before the server has to refuse: a response
 // whose IETF RateLimit field says no quota remains (r=0, or
