@@ -143,7 +143,9 @@ const (
 // among its first seven, only the second or later while they are over
 // 0.4 of the answers (a burst far above a limit), since one refusal among
 // a handful of answers is as likely a load balancer's at random, and says
-// nothing of the rate. A throttle with a Retry-After (or other server
+// nothing of the rate. Nor does a throttle engage it while fewer than a
+// quarter of the attempts sent in the last half-second are answered and
+// no more than 0.4 of those are refused: the share cannot be read yet. A throttle with a Retry-After (or other server
 // hint) engages the key at once, to pause it. From then on every attempt
 // waits for its turn: turns are handed out first come, first served, one
 // interval (1/rate) apart, after any backoff.
@@ -981,11 +983,13 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		// holds for the attempts paced before the key went idle too,
 		// but not while a test of shedding is under way: it weighs
 		// these refusals, and would hold, undecided, without them.
-	case class == retry.Throttled && !hinted && !s.engaged.Load() && !s.evidence():
+	case class == retry.Throttled && !hinted && !s.engaged.Load() && (!s.evidence() || s.tooEarly()):
 		// One refusal among a handful of answers: the first answers of
-		// a cold start, refused at random as often as by a limit. The
-		// attempt is retried as it would be without a Pacer until the
-		// answers say which it is (see evidence).
+		// a cold start, refused at random as often as by a limit; or a
+		// few refusals among the first answers of a burst most of which
+		// is still unanswered. The attempt is retried as it would be
+		// without a Pacer until the answers say which it is (see
+		// evidence and tooEarly).
 	case class == retry.Throttled && s.engaged.Load() && gen == s.sched.gen && !s.outage.holding:
 		switch s.shed.test(s, now) {
 		case shedIndependent:
@@ -1050,6 +1054,23 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 func (s *keyState) evidence() bool {
 	n, k := s.meter.answers.Load(), s.meter.coldRefused
 	return n >= minSamples || k >= 2 && float64(k) > shedMaxShare*float64(n)
+}
+
+// tooEarly reports whether a throttle comes too early in the current
+// bucket to read its share of refusals: fewer than a quarter of the
+// attempts sent in it answered (throttled reads no share then, and
+// takes the refusals for a burst's far above a limit), and no more than
+// shedMaxShare of those refused. Forty clients shed 5 % at random, their
+// first forty attempts answered at once, engaged on a refusal that came
+// ninth: taken for a burst's, the rate was measured over 10 ms, not
+// one (4,800/s against the 40,000/s sent), and the test of shedding ran
+// there, for 200 ms where the run takes 20 without a Pacer (a tenth of
+// the simulated runs). A burst's refusals soon pass shedMaxShare of the
+// answers, and engage the key as before. The caller holds s.mu.
+func (s *keyState) tooEarly() bool {
+	refused := float64(s.meter.refused)
+	answered := refused + float64(s.meter.ok.Load())
+	return 4*answered < float64(s.meter.sent.Load()) && refused <= shedMaxShare*answered
 }
 
 // measure folds the attempts sent in each half-second bucket that has
