@@ -144,9 +144,10 @@ const (
 // 0.4 of the answers (a burst far above a limit), since one refusal among
 // a handful of answers is as likely a load balancer's at random, and says
 // nothing of the rate. Nor does a throttle engage it while fewer than a
-// quarter of the attempts sent in the last half-second are answered and
-// no more than 0.4 of those are refused: the share cannot be read yet. A throttle with a Retry-After (or other server
-// hint) engages the key at once, to pause it. From then on every attempt
+// quarter of the attempts sent in the current half-second bucket are
+// answered and no more than 0.4 of those are refused: the share cannot
+// be read yet. A throttle with a Retry-After (or other server hint)
+// engages the key at once, to pause it. From then on every attempt
 // waits for its turn: turns are handed out first come, first served, one
 // interval (1/rate) apart, after any backoff.
 //
@@ -379,7 +380,8 @@ type rateCurve struct {
 
 // learn updates the steady limit after a throttle at rate base, the rate
 // in force (engaged) or the rate the client was measured sending at, t
-// seconds after the last cut.
+// seconds after the last cut; afterOK if a success came since that cut
+// (or the key was not engaged).
 //
 // On a steady limit, a curve that grows back to the rate of the last
 // throttle and probes above it finds the limit again within seconds,
@@ -396,11 +398,14 @@ type rateCurve struct {
 // below the limit begins again: the limit moved.
 //
 // Only a throttle that follows a success since the last cut finds the
-// limit (the caller skips the others): the cuts of one silence, a fixed
-// window's refusing everything until it ends, come 0.9 times apart, and
-// counted as finds they made a steady limit of 16 within a second, held
-// at for 8 s at a tenth of the window's rate (see resume).
-func (r *rateCurve) learn(base float64, engaged bool, t float64, adapt Adapt) {
+// limit: the cuts of one silence, a fixed window's refusing everything
+// until it ends, come 0.9 times apart, and counted as finds they made a
+// steady limit of 16 within a second, held at for 8 s at 8 to 10 a
+// second against a window of 20 (see resume).
+func (r *rateCurve) learn(base float64, engaged, afterOK bool, t float64, adapt Adapt) {
+	if engaged && !afterOK {
+		return
+	}
 	switch {
 	case !engaged || r.limit <= 0 || base > steadyBand*r.limit || base*steadyBand < r.limit:
 		r.limit, r.steady = base, 0
@@ -408,6 +413,16 @@ func (r *rateCurve) learn(base float64, engaged bool, t float64, adapt Adapt) {
 		r.limit, r.steady = (r.limit+base)/2, r.steady+1
 	default:
 		r.limit, r.steady = min(r.limit, base), r.steady+1
+	}
+}
+
+// aim sets the curve the rate grows back along, from the rate from (set
+// at now, by a cut or by resume) to top and beyond: CUBIC's takes window
+// seconds back to top, AIMD's grows from cutTo.
+func (r *rateCurve) aim(top, from, minRate float64, now time.Time, adapt Adapt) {
+	r.lastMax, r.lastCut, r.cutTo = top, now, max(from, minRate)
+	if adapt == AdaptCubic {
+		r.window = math.Cbrt(max(top-from, 0) / cubicScale)
 	}
 }
 
@@ -480,6 +495,20 @@ func (m *meter) sends() int64 { return m.sentBefore + m.sent.Load() }
 // rate before a whole bucket is measured. The caller holds s.mu.
 func (m *meter) bucketRate(now time.Time, floor time.Duration) float64 {
 	return float64(m.sent.Load()) / max(now.Sub(m.bucket), floor).Seconds()
+}
+
+// answeredShare returns the share of the current bucket's answers
+// refused, and whether it reads the share of the attempts sent: whether
+// the server has answered a quarter of them or more. A burst that it
+// answers far slower than it was sent says less of the share than of the
+// server's capacity. The caller holds s.mu.
+func (m *meter) answeredShare() (share float64, read bool) {
+	refused := float64(m.refused)
+	answered := refused + float64(m.ok.Load())
+	if answered == 0 {
+		return 0, false
+	}
+	return refused / answered, 4*answered >= float64(m.sent.Load())
 }
 
 // takeSent ends the current bucket's count of attempts sent, adding it to
@@ -1020,9 +1049,7 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		// The first success after an outage: see restart.
 		s.restart(now, p.initialWindow())
 	case s.engaged.Load():
-		if s.outage.cutsSinceOK >= silenceCuts && s.outage.refusedSinceOK >= silenceRefusals && !s.shed.testing(s) {
-			// Not while a test of shedding is under way: its stage
-			// holds the rate (see testSuccess).
+		if s.silenceOver() {
 			s.resume(now, p.Adapt, p.minRate())
 		}
 		s.testSuccess(now, p.minRate())
@@ -1064,13 +1091,12 @@ func (s *keyState) evidence() bool {
 // first forty attempts answered at once, engaged on a refusal that came
 // ninth: taken for a burst's, the rate was measured over 10 ms, not
 // one (4,800/s against the 40,000/s sent), and the test of shedding ran
-// there, for 200 ms where the run takes 20 without a Pacer (a tenth of
-// the simulated runs). A burst's refusals soon pass shedMaxShare of the
+// there; the run took 180 to 420 ms where it takes 20 without a Pacer,
+// in about a tenth of the simulated runs. A burst's refusals soon pass shedMaxShare of the
 // answers, and engage the key as before. The caller holds s.mu.
 func (s *keyState) tooEarly() bool {
-	refused := float64(s.meter.refused)
-	answered := refused + float64(s.meter.ok.Load())
-	return 4*answered < float64(s.meter.sent.Load()) && refused <= shedMaxShare*answered
+	share, read := s.meter.answeredShare()
+	return !read && share <= shedMaxShare
 }
 
 // measure folds the attempts sent in each half-second bucket that has
@@ -1114,14 +1140,8 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		s.outage.cycleStart, s.outage.cycleOK = s.meter.bucket, s.meter.ok.Load()
 		s.outage.lastOK, s.outage.cutsSinceOK, s.outage.holding = now, 0, false // an outage is timed from here
 		s.outage.refusedSinceOK = 1
-		// The share of the current bucket's answers refused, if the
-		// server has answered a quarter of the attempts sent in it or
-		// more: a burst that it answers far slower than it was sent
-		// says less of the share than of the server's capacity.
-		refused := float64(s.meter.refused)
-		answered := refused + float64(s.meter.ok.Load())
-		if 4*answered >= float64(s.meter.sent.Load()) {
-			share = refused / answered
+		if sh, read := s.meter.answeredShare(); read {
+			share = sh
 		}
 		base = s.meter.measured
 		if base <= 0 {
@@ -1133,13 +1153,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		}
 	}
 	s.shed.cut(s, base, now)
-	if !s.engaged.Load() || s.outage.cutsSinceOK == 0 {
-		// A cut with no success since the one before finds nothing new
-		// (see learn).
-		s.rate.learn(base, s.engaged.Load(), now.Sub(s.rate.lastCut).Seconds(), adapt)
-	}
-	s.rate.lastMax = base
-	s.rate.lastCut = now
+	s.rate.learn(base, s.engaged.Load(), s.outage.cutsSinceOK == 0, now.Sub(s.rate.lastCut).Seconds(), adapt)
 	if s.outage.cutsSinceOK == 0 {
 		// The first cut of a streak: what came before tells an outage's
 		// silence from a limit's pauses (see outageOver).
@@ -1198,10 +1212,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		next = outageShare * s.outage.base
 		s.outage.holding = true
 	}
-	s.rate.cutTo = max(next, minRate)
-	if adapt == AdaptCubic {
-		s.rate.window = math.Cbrt(max(base-next, 0) / cubicScale)
-	}
+	s.rate.aim(base, next, minRate, now, adapt)
 	s.setRate(next, minRate)
 	// The turns handed out at the old rate would meet refusals.
 	s.reschedule(now)
@@ -1283,8 +1294,15 @@ func (s *keyState) succeeded(now time.Time, adapt Adapt, minRate float64) {
 	}
 }
 
-// resume is called on the success that ends a silence: silenceRefusals
-// refusals or more in a row, silenceCuts of them cuts or more.
+// silenceOver reports whether a success ends a silence: silenceRefusals
+// refusals or more in a row, silenceCuts of them cuts or more. Not while
+// a test of shedding is under way: its stage holds the rate (see
+// testSuccess). The caller holds s.mu.
+func (s *keyState) silenceOver() bool {
+	return s.outage.cutsSinceOK >= silenceCuts && s.outage.refusedSinceOK >= silenceRefusals && !s.shed.testing(s)
+}
+
+// resume is called on the success that ends a silence (see silenceOver).
 //
 // A fixed window limiter (an API gateway's quota of N a second, or a
 // minute; Envoy's local rate limit, a token bucket filled once a window)
@@ -1312,10 +1330,7 @@ func (s *keyState) resume(now time.Time, adapt Adapt, minRate float64) {
 	if next <= s.rate.fill {
 		return
 	}
-	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = r, next, now
-	if adapt == AdaptCubic {
-		s.rate.window = math.Cbrt((r - next) / cubicScale)
-	}
+	s.rate.aim(r, next, minRate, now, adapt)
 	s.setRate(next, minRate)
 }
 

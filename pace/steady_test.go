@@ -40,13 +40,13 @@ func TestPacerHoldsBelowASteadyLimit(t *testing.T) {
 // again; reach is when the curve gets to plateauShare of it.
 func TestRateCurveLearn(t *testing.T) {
 	var r rateCurve
-	r.learn(800, false, 0, AdaptCubic) // a cold start's burst, measured
+	r.learn(800, false, true, 0, AdaptCubic) // a cold start's burst, measured
 	assert.Equal(t, rateCurve{limit: 800}, r)
-	r.learn(5.4, true, 0, AdaptCubic)
+	r.learn(5.4, true, true, 0, AdaptCubic)
 	assert.Equal(t, 5.4, r.limit)
 	assert.Zero(t, r.hold(), "one throttle is no steady limit")
 	for i, base := range []float64{5.2, 5.9, 5.3, 5.25, 5.5, 5.1, 5.6, 5.2, 5.3} {
-		r.learn(base, true, 0, AdaptCubic)
+		r.learn(base, true, true, 0, AdaptCubic)
 		assert.Equal(t, i+1, r.steady)
 	}
 	assert.Equal(t, 5.1, r.limit)
@@ -55,21 +55,21 @@ func TestRateCurveLearn(t *testing.T) {
 	assert.Equal(t, holdBase, r.hold())
 	r.steady = 3
 	assert.Equal(t, 4*holdBase, r.hold())
-	r.learn(2.5, true, 0, AdaptCubic) // the limit halved: begin again
+	r.learn(2.5, true, true, 0, AdaptCubic) // the limit halved: begin again
 	assert.Equal(t, rateCurve{limit: 2.5}, r)
-	r.learn(2.6, true, 0, AdaptCubic)
-	r.learn(3.2, true, 0, AdaptCubic) // above the band
+	r.learn(2.6, true, true, 0, AdaptCubic)
+	r.learn(3.2, true, true, 0, AdaptCubic) // above the band
 	assert.Equal(t, rateCurve{limit: 3.2}, r)
 
 	// A throttle of the probe after a whole hold moves the limit halfway
 	// to its rate, up or down; one before the hold ends, to the lower.
 	r = rateCurve{limit: 4.6, steady: 2, lastMax: 4.6, cutTo: 3.2, window: math.Cbrt(1.4 / cubicScale)}
 	probe := r.reach(AdaptCubic) + r.hold().Seconds() + 0.5
-	r.learn(5.2, true, probe, AdaptCubic)
+	r.learn(5.2, true, true, probe, AdaptCubic)
 	assert.InDelta(t, 4.9, r.limit, 1e-9)
 	assert.Equal(t, 3, r.steady)
 	r = rateCurve{limit: 4.6, steady: 2, lastMax: 4.6, cutTo: 3.2, window: math.Cbrt(1.4 / cubicScale)}
-	r.learn(5.2, true, probe-1, AdaptCubic)
+	r.learn(5.2, true, true, probe-1, AdaptCubic)
 	assert.Equal(t, 4.6, r.limit)
 
 	// reach: CUBIC from a cut at 5 to 3.5, curve back in window seconds;

@@ -16,7 +16,7 @@ import (
 // at about the quota a window, not at a fraction of it. Eight windows'
 // quota, eight clients: paced at the quota's rate, the last is sent about
 // 8 s in. Before resume, a cascade of cuts through each silence and a
-// steady limit learned from them took 9.5 to 10 s for 10 a second, 11 to
+// steady limit learned from them took 8.3 to 10 s for 10 a second, 11 to
 // 16 s for 20 and 16 to 38 s for 100 (50 seeds: 8.2 to 9.5 s now, with as
 // many refusals, 36 to 58 a run).
 func TestPacerFixedWindowLimit(t *testing.T) {
