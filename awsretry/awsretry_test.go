@@ -391,11 +391,12 @@ func TestRateRefusal(t *testing.T) {
 	assert.True(t, RateRefusal(retry.Feedback{Class: retry.Throttled}), "no response")
 }
 
-// Through a Transport over a real server: a POST answered twice
+// Through a Transport over a real server: a POST answered seven times
 // PriorRequestNotComplete, then accepted. The Pacer with RateRefusal
 // never engages; without it, the conflicts engage it. The server counts
-// three executions and the caller gets the final answer's body.
+// eight executions and the caller gets the final answer's body.
 func TestRateRefusalThroughTransport(t *testing.T) {
+	const conflicts = 7 // in a row, they engage an idle key (pace.Pacer)
 	for _, withRefusal := range []bool{true, false} {
 		t.Run(fmt.Sprint("Refusal=", withRefusal), func(t *testing.T) {
 			var n atomic.Int32
@@ -406,7 +407,7 @@ func TestRateRefusalThroughTransport(t *testing.T) {
 					return
 				}
 				w.Header().Set("Content-Type", "text/xml")
-				if n.Add(1) <= 2 {
+				if n.Add(1) <= conflicts {
 					w.WriteHeader(http.StatusBadRequest)
 					io.WriteString(w, route53Prior)
 					return
@@ -420,7 +421,7 @@ func TestRateRefusalThroughTransport(t *testing.T) {
 			}
 			base := srv.Client().Transport
 			rt := retry.New(base, retry.WithClassifier(Classify), retry.WithPacer(pacer),
-				retry.WithBackoff(retry.Constant{Base: time.Millisecond}))
+				retry.WithBackoff(retry.Constant{Base: time.Millisecond}), retry.WithMaxAttempts(conflicts+1))
 			client := &http.Client{Transport: rt}
 			defer client.CloseIdleConnections()
 			req, err := http.NewRequest(http.MethodPost, srv.URL+"/2013-04-01/hostedzone/Z1/rrset", strings.NewReader("<change/>"))
@@ -432,9 +433,9 @@ func TestRateRefusalThroughTransport(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, "<ChangeResourceRecordSetsResponse/>", string(all))
-			assert.Equal(t, int32(3), n.Load(), "executions")
+			assert.Equal(t, int32(conflicts+1), n.Load(), "executions")
 			_, engaged := pacer.Rate(strings.TrimPrefix(srv.URL, "http://"))
-			assert.Equal(t, !withRefusal, engaged, "engaged by two PriorRequestNotComplete")
+			assert.Equal(t, !withRefusal, engaged, "engaged by seven PriorRequestNotComplete")
 		})
 	}
 }

@@ -5,19 +5,21 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
+	"time"
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/pace"
 )
 
 // A Pacer learns a host's rate from its throttling: here the server
-// refuses the first two requests with 429, the second of which engages
-// the Pacer for it, and the retry (and every later attempt to the host)
-// waits for its turn.
+// refuses the first eight requests with 429. Seven refusals in a row
+// engage the Pacer for the host, and the retries (and every later attempt
+// to the host) wait for their turns. Refusals now and then engage
+// nothing: retried with backoff, they cost less than pacing would.
 func ExamplePacer() {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 2 { // refused at first: over the limit
+		if n.Add(1) <= 8 { // refused at first: over the limit
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
@@ -30,7 +32,11 @@ func ExamplePacer() {
 		// API key elsewhere.
 		Key: func(r *http.Request) string { return r.URL.Host },
 	}
-	client := &http.Client{Transport: retry.New(nil, retry.WithPacer(pacer))}
+	client := &http.Client{Transport: retry.New(nil,
+		retry.WithPacer(pacer),
+		retry.WithMaxAttempts(10),
+		retry.WithBackoff(retry.Exponential{Base: time.Millisecond, Cap: 10 * time.Millisecond, Jitter: retry.FullJitter}),
+	)}
 	resp, err := client.Get(srv.URL)
 	if err != nil {
 		fmt.Println(err)
@@ -39,5 +45,5 @@ func ExamplePacer() {
 	resp.Body.Close()
 	_, engaged := pacer.Rate(srv.Listener.Addr().String())
 	fmt.Println(resp.StatusCode, "after", n.Load(), "attempts; pacing the host:", engaged)
-	// Output: 200 after 3 attempts; pacing the host: true
+	// Output: 200 after 9 attempts; pacing the host: true
 }

@@ -105,6 +105,14 @@ const (
 	shedMaxRefusals  = 4 * shedMinRefusals
 	shedDeepFloor    = 0.5
 	shedSignificance = 0.01
+	// An idle key engages once Page's cumulative sum (CUSUM) of the
+	// log-likelihood ratio of its answers, refused at engageHigh against
+	// engageLow, reaches engageAlarm (see keyState.suspect): seven
+	// refusals in a row, or a share of half refused over some twenty
+	// answers; refusals at random, up to a quarter, seldom.
+	engageLow   = 0.25
+	engageHigh  = 0.5
+	engageAlarm = 4.6 // ln 100
 	// A rate in force over paceSlack times the rate the client sends at
 	// does not hold it back (see keyState.paceHolds).
 	paceSlack = 1.5
@@ -484,6 +492,10 @@ type meter struct {
 	// none since (a key engaged by a server's hint has not drained it).
 	drained                   time.Time
 	drainedOK, drainedRefused int64
+	// suspicion is the idle key's CUSUM (see keyState.suspect), and
+	// suspectOK the current bucket's successes it has weighed.
+	suspicion float64
+	suspectOK int64
 }
 
 // sends returns the attempts the key has sent since it was created. The
@@ -1012,7 +1024,7 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		// holds for the attempts paced before the key went idle too,
 		// but not while a test of shedding is under way: it weighs
 		// these refusals, and would hold, undecided, without them.
-	case class == retry.Throttled && !hinted && !s.engaged.Load() && (!s.evidence() || s.tooEarly()):
+	case class == retry.Throttled && !hinted && !s.engaged.Load() && (!s.suspect() || !s.evidence() || s.tooEarly()):
 		// One refusal among a handful of answers: the first answers of
 		// a cold start, refused at random as often as by a limit; or a
 		// few refusals among the first answers of a burst most of which
@@ -1099,6 +1111,42 @@ func (s *keyState) tooEarly() bool {
 	return !read && share <= shedMaxShare
 }
 
+// suspect weighs a throttle of an idle key, and the successes before it,
+// and reports whether the key's answers now say it is over a limit:
+// whether the CUSUM of their log-likelihood ratio, refused at engageHigh
+// against engageLow, reaches engageAlarm. Each throttle adds ln 2, each
+// success takes ln 1.5 away, never below zero. A limit that refuses most
+// of what the client sends engages the key after seven refusals in a row
+// (two before, which a quarter refused at random begins with one time in
+// sixteen); a share of a half, after twenty answers or so; two fifths,
+// after about fifty; a third, after one to two hundred; a share below a
+// quarter, seldom (none of 2,000 simulated runs of 800 answers at a
+// tenth refused; half of them at a quarter, after 330 answers or so).
+// Such a share is cheaper to retry than to pace: at most a third of an
+// attempt more per request, where telling a limit's refusals from
+// shedding (see shedding) costs a test at a lower rate, and a cold start
+// measures its sending rate low (40 clients on loopback sent at half the
+// rate they later did while their connections were dialled, and the test
+// ran there). The sum counts from where the key last went idle, and a
+// success after a long calm holds it at zero: a limit reached after it,
+// a fixed window's quota spent, is weighed from its first refusal. The
+// caller holds s.mu.
+func (s *keyState) suspect() bool {
+	s.meter.weigh(s.meter.ok.Load() - s.meter.suspectOK)
+	s.meter.suspectOK = s.meter.ok.Load()
+	s.meter.suspicion += math.Log(engageHigh / engageLow)
+	return s.meter.suspicion >= engageAlarm
+}
+
+// weigh folds okN successes into the idle key's CUSUM: each takes the
+// same away, and the sum stops at zero, so that they count at once. The
+// caller holds s.mu.
+func (m *meter) weigh(okN int64) {
+	if okN > 0 {
+		m.suspicion = max(0, m.suspicion+float64(okN)*math.Log((1-engageHigh)/(1-engageLow)))
+	}
+}
+
 // measure folds the attempts sent in each half-second bucket that has
 // ended into the smoothed sending rate.
 func (s *keyState) measure(now time.Time) {
@@ -1109,10 +1157,12 @@ func (s *keyState) measure(now time.Time) {
 	if elapsed := now.Sub(s.meter.bucket); elapsed >= bucketWidth {
 		sec := elapsed.Seconds()
 		okN, refused := s.meter.ok.Swap(0), s.meter.refused
+		s.meter.weigh(okN - s.meter.suspectOK)
+		s.meter.suspectOK = 0
 		s.meter.refused = 0
 		s.meter.lastOK, s.meter.lastRefused = okN, refused
-		if s.shed.share > 0 && !s.engaged.Load() {
-			s.shed.decay(okN, refused)
+		if !s.engaged.Load() {
+			s.shed.idleBucket(okN, refused)
 		}
 		sent, ok := float64(s.meter.takeSent())/sec, float64(okN)/sec
 		if !s.meter.sampled {
@@ -1397,6 +1447,10 @@ func (s *keyState) restart(now time.Time, initialWindow int) {
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
 	s.meter.takeSent()
 	s.meter.ok.Store(1) // this success
+	// The key has been throttled before: its first refusal now is its
+	// limit's (a storm's backlog meeting the server as it returns), and
+	// engages it, as a key's first answers are weighed (see evidence).
+	s.meter.suspicion, s.meter.suspectOK = engageAlarm, 1
 	s.meter.bucket = now
 	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
 	if initialWindow > 0 {
@@ -1418,6 +1472,7 @@ func (s *keyState) idle() {
 	s.outage.cutsSinceOK, s.outage.holding = 0, false
 	s.outage.cycleStart, s.outage.cycleOK, s.outage.refusedSinceOK = time.Time{}, 0, 0
 	s.meter.drained = time.Time{}
+	s.meter.suspicion = 0
 	s.shed.endChain()
 }
 
@@ -1834,6 +1889,7 @@ func (s *keyState) disengage(now time.Time) {
 	// weigh the next throttles against.
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
 	s.meter.lastOK += s.meter.ok.Swap(0)
+	s.meter.suspectOK = 0
 	s.meter.takeSent()
 	s.meter.bucket = now
 	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
@@ -1860,6 +1916,26 @@ func (sh *shedding) noise(s *keyState) bool {
 	// with 10 % shed besides (TestSimReport), runs refused over 700
 	// times went from 5 and 1 of 100 to 1 and 0 with the cap.
 	return k <= mean+min(mean, (n-mean)/2) || k <= mean+3*math.Sqrt(mean*(1-sh.share))+2
+}
+
+// idleBucket folds a bucket of okN successes and refused throttles of an
+// idle key into the share of refusals that do not depend on the rate: a
+// key that has found none takes the share of a bucket of 4×minSamples
+// answers or more refused no more than engageLow, which it lives with
+// unpaced (see keyState.suspect), as if found; then it decays.
+// A limit reached later is told from them as from shedding found by a
+// test (see noise): the key engages on refusals well above them, and
+// does not cut on them while it paces. Without it, a key that met a
+// tenth shed at random, and then a limit of 100/s as well, cut on every
+// refusal at random once engaged: 77 of 100 simulated runs of AIMD took
+// over 20 s, or had 300 of 1000 attempts refused (TestSimReport).
+func (sh *shedding) idleBucket(okN, refused int64) {
+	switch n := okN + refused; {
+	case sh.share > 0:
+		sh.decay(okN, refused)
+	case n >= 4*minSamples && refused > 0 && float64(refused) <= engageLow*float64(n):
+		sh.share = float64(refused) / float64(n)
+	}
 }
 
 // decay folds a bucket of okN successes and refused throttles into the

@@ -45,6 +45,23 @@ func sendAt(p *Pacer, req *http.Request, from time.Time, rps float64, d time.Dur
 	return at
 }
 
+// refusalsToEngage is how many throttles in a row engage an idle key.
+var refusalsToEngage = int(math.Ceil(engageAlarm / math.Log(engageHigh/engageLow)))
+
+// engage feeds req's key throttles at time at, as a limit that refuses
+// everything would send them, until the Pacer engages (the seventh: see
+// keyState.suspect), and fails the test if twenty do not.
+func engage(t *testing.T, p *Pacer, req *http.Request, resp *http.Response, at time.Time) {
+	t.Helper()
+	for range 20 {
+		p.observe(req, retry.Throttled, resp, curGen(p, req), at)
+		if _, on := p.Rate(p.key(req)); on {
+			return
+		}
+	}
+	t.Fatal("twenty throttles in a row engaged nothing")
+}
+
 // curGen returns the generation of the rate p paces req's key at now: the
 // throttles the tests feed are of attempts paced at the current rate.
 func curGen(p *Pacer, req *http.Request) uint64 {
@@ -79,7 +96,7 @@ func TestPacerCutsOnThrottle(t *testing.T) {
 			p := &Pacer{Adapt: tt.adapt}
 			req := hostRequest(t, "api.example")
 			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
-			p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+			engage(t, p, req, response(429), now)
 			r, engaged := p.Rate("api.example")
 			require.True(t, engaged)
 			// The measured rate is smoothed, and the throttle closes a
@@ -111,7 +128,7 @@ func TestPacerFirstMeasurement(t *testing.T) {
 	// with six attempts and six successes, 12/s. Two more, for the
 	// eight answers a throttle engages on (see evidence).
 	now := sendAt(p, req, pacerEpoch, 10, 750*time.Millisecond)
-	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	engage(t, p, req, response(429), now)
 	r, _ := p.Rate("api.example")
 	assert.InDelta(t, cubicBeta*12, r, 1e-9)
 }
@@ -122,7 +139,7 @@ func TestPacerRecoversOnSuccess(t *testing.T) {
 			p := &Pacer{Adapt: adapt}
 			req := hostRequest(t, "api.example")
 			now := sendAt(p, req, pacerEpoch, 10, 5*time.Second)
-			p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+			engage(t, p, req, response(429), now)
 			cut, _ := p.Rate("api.example")
 			// Keep sending at 10/s; the rate must climb back to the old
 			// one and never beyond 1.25 times what is measured.
@@ -154,7 +171,7 @@ func TestPacerSpacesReservations(t *testing.T) {
 	p := &Pacer{}
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 4, 4*time.Second)
-	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	engage(t, p, req, response(429), now)
 	r, _ := p.Rate("api.example")
 	step := time.Duration(float64(time.Second) / r)
 	var waits []time.Duration
@@ -180,7 +197,7 @@ func TestPacerKeysAreIndependent(t *testing.T) {
 	a, b := hostRequest(t, "a.example"), hostRequest(t, "b.example")
 	now := sendAt(p, a, pacerEpoch, 10, 2*time.Second)
 	sendAt(p, b, pacerEpoch, 10, 2*time.Second)
-	p.observe(a, retry.Throttled, response(429), curGen(p, a), now)
+	engage(t, p, a, response(429), now)
 	_, engagedA := p.Rate("a.example")
 	_, engagedB := p.Rate("b.example")
 	assert.True(t, engagedA)
@@ -192,9 +209,7 @@ func TestPacerKeysAreIndependent(t *testing.T) {
 	// A custom key groups hosts: here, every request counts against one account.
 	acct := &Pacer{Key: func(*http.Request) string { return "account-1" }}
 	acct.observe(a, retry.Throttled, response(400), curGen(acct, a), now)
-	acct.observe(b, retry.Throttled, response(400), curGen(acct, b), now) // the second engages
-	_, engaged := acct.Rate("account-1")
-	assert.True(t, engaged)
+	engage(t, acct, b, response(400), now) // a's throttle counts too
 	_, res = acct.reserve(b, now)
 	assert.NotNil(t, res, "b.example shares account-1's limit")
 }
@@ -223,7 +238,7 @@ func TestPacerServerHints(t *testing.T) {
 		p := &Pacer{}
 		req := hostRequest(t, "api.example")
 		now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
-		p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+		engage(t, p, req, response(429), now)
 		_, before := p.reserve(req, now)
 		require.NotNil(t, before)
 		p.observeHint(req, 4*time.Second, curGen(p, req), now)
@@ -365,7 +380,7 @@ func TestPacerFewSuccessesAreNoRate(t *testing.T) {
 	p.observe(req, retry.Throttled, response(429), 0, at)
 	_, engaged := p.Rate("api.example")
 	require.False(t, engaged, "one refusal of the first two answers engages nothing")
-	p.observe(req, retry.Throttled, response(429), 0, at)
+	engage(t, p, req, response(429), at)
 	r, _ := p.Rate("api.example")
 	// 100 attempts in the 10ms measured: 10000/s, cut to 0.7 times.
 	assert.InDelta(t, cubicBeta*10000, r, 1e-6)
@@ -377,7 +392,7 @@ func TestPacerLearnsFrom503(t *testing.T) {
 	p := &Pacer{}
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
-	p.observe(req, retry.Throttled, response(503), curGen(p, req), now)
+	engage(t, p, req, response(503), now)
 	r, engaged := p.Rate("api.example")
 	require.True(t, engaged)
 	assert.Less(t, r, 100.0)
@@ -401,15 +416,15 @@ func TestPacerColdOutage(t *testing.T) {
 	}
 	at := pacerEpoch
 	var first float64
-	for i := 0; i < 30; i++ {
+	for i := 0; i < 40; i++ {
 		at = at.Add(20 * time.Millisecond)
 		p.observe(req, retry.Throttled, response(503), curGen(p, req), at)
 		r, engaged := p.Rate("api.example")
-		switch i {
-		case 0:
-			require.False(t, engaged, "the first answer alone engages nothing")
+		switch {
+		case i < refusalsToEngage-1:
+			require.False(t, engaged, "%d refusals engage nothing", i+1)
 			continue
-		case 1:
+		case i == refusalsToEngage-1:
 			first = r
 		}
 		require.GreaterOrEqual(t, r, outageShare*first-1e-9, "refusal %d", i+1)
@@ -465,10 +480,10 @@ func TestPacerWindowSilenceIsNoOutage(t *testing.T) {
 		refusals int
 		restart  bool
 	}{
-		{time.Second, 5, false},
-		{2500 * time.Millisecond, 5, true},
-		{2500 * time.Millisecond, 2, true},
-		{2500 * time.Millisecond, 1, false},
+		{time.Second, refusalsToEngage + 4, false},
+		{2500 * time.Millisecond, refusalsToEngage + 4, true},
+		{2500 * time.Millisecond, refusalsToEngage + 1, true},
+		{2500 * time.Millisecond, refusalsToEngage, false},
 	} {
 		t.Run(fmt.Sprint(tt.silence, tt.refusals), func(t *testing.T) {
 			p := &Pacer{afterFunc: (&fakeLimit{}).afterFunc}
@@ -668,13 +683,15 @@ func TestPacerSlowStartEndsOnThrottle(t *testing.T) {
 	waiter := admitAsync(ctx, p, s)
 	waitFor(t, s, func() bool { return s.start.waiting == 1 })
 
-	// The first answer, refused, engages nothing (see evidence): its slot
-	// goes to the waiter.
-	p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)
-	require.NoError(t, <-waiter)
-	s.meter.sent.Add(1)
-	waiter = admitAsync(ctx, p, s)
-	waitFor(t, s, func() bool { return s.start.waiting == 1 })
+	// The first answers, refused, engage nothing (see suspect): each
+	// one's slot goes to the waiter.
+	for range refusalsToEngage - 1 {
+		p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)
+		require.NoError(t, <-waiter)
+		s.meter.sent.Add(1)
+		waiter = admitAsync(ctx, p, s)
+		waitFor(t, s, func() bool { return s.start.waiting == 1 })
+	}
 
 	p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)
 	assert.ErrorIs(t, <-waiter, errNoSlot, "the waiter goes on without a slot, to wait for a turn")
@@ -734,7 +751,7 @@ func TestPacerCutVoidsTurns(t *testing.T) {
 	p := &Pacer{}
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
-	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	engage(t, p, req, response(429), now)
 	var turns []*reservation
 	for i := 0; i < 5; i++ {
 		_, res := p.reserve(req, now)
@@ -759,7 +776,7 @@ func TestPacerGrowthVoidsSlowTurns(t *testing.T) {
 	p := &Pacer{}
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 10, 2*time.Second)
-	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
+	engage(t, p, req, response(429), now)
 	cut, _ := p.Rate("api.example")
 	var queued []*reservation
 	for i := 0; i < 50; i++ { // five seconds of turns at about 7/s

@@ -88,9 +88,10 @@ func TestRateCurveLearn(t *testing.T) {
 // cuts an engaged one's rate; without Refusal, the same throttles do both.
 func TestPacerRefusalIgnoresConflicts(t *testing.T) {
 	notConflict := func(f retry.Feedback) bool { return f.Response == nil || f.Response.Header.Get("X-Conflict") == "" }
-	// run feeds a Pacer successes, a conflict, a throttle, then conflicts
-	// a second apart; it returns whether the first conflict engaged the
-	// key, and the rate after the throttle and after the conflicts.
+	// run feeds a Pacer successes, conflicts, throttles until it engages
+	// (one at least), then conflicts a second apart; it returns whether
+	// the first conflicts engaged the key, and the rate after the
+	// throttles and after the conflicts.
 	run := func(p *Pacer) (engagedByConflict bool, before, after float64) {
 		req := hostRequest(t, "api.example")
 		at := pacerEpoch
@@ -99,12 +100,17 @@ func TestPacerRefusalIgnoresConflicts(t *testing.T) {
 			p.observe(req, retry.Success, response(200), res.generation(), at)
 			at = at.Add(10 * time.Millisecond)
 		}
-		_, res := p.reserve(req, at)
-		p.observe(req, retry.Throttled, response(400, "X-Conflict", "1"), res.generation(), at)
+		for range refusalsToEngage {
+			_, res := p.reserve(req, at)
+			p.observe(req, retry.Throttled, response(400, "X-Conflict", "1"), res.generation(), at)
+		}
 		_, engagedByConflict = p.Rate("api.example")
-		at = at.Add(10 * time.Millisecond)
-		_, res = p.reserve(req, at)
-		p.observe(req, retry.Throttled, response(429), res.generation(), at)
+		for i, on := 0, false; i == 0 || !on && i < 20; i++ {
+			at = at.Add(10 * time.Millisecond)
+			_, res := p.reserve(req, at)
+			p.observe(req, retry.Throttled, response(429), res.generation(), at)
+			_, on = p.Rate("api.example")
+		}
 		before, _ = p.Rate("api.example")
 		for i := 0; i < 5; i++ {
 			at = at.Add(time.Second)

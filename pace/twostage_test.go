@@ -87,17 +87,18 @@ func TestPacerColdStartShedIsTested(t *testing.T) {
 			p := &Pacer{Adapt: adapt, InitialWindow: -1}
 			req := hostRequest(t, "api.example")
 			at := pacerEpoch
-			for range 11 { // a slow start's window, sent at once
+			for range 27 { // a burst, sent at once
 				p.reserve(req, at)
 			}
 			at = at.Add(time.Millisecond)
-			p.observe(req, retry.Throttled, response(429), 0, at)
-			p.observe(req, retry.Throttled, response(429), 0, at)
+			for range refusalsToEngage {
+				p.observe(req, retry.Throttled, response(429), 0, at)
+			}
 			first, engaged := p.Rate("api.example")
-			require.True(t, engaged, "two refusals of the first two answers")
-			for i := range 9 { // the answers in flight: 4 of 9 refused
+			require.True(t, engaged, "seven refusals of the first seven answers")
+			for i := range 20 { // the answers in flight: 5 of 20 refused
 				class, code := retry.Success, 200
-				if i%2 == 1 {
+				if i%4 == 1 {
 					class, code = retry.Throttled, 429
 				}
 				p.observe(req, class, response(code), 0, at)
