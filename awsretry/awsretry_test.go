@@ -391,12 +391,12 @@ func TestRateRefusal(t *testing.T) {
 	assert.True(t, RateRefusal(retry.Feedback{Class: retry.Throttled}), "no response")
 }
 
-// Through a Transport over a real server: a POST answered seven times
+// Through a Transport over a real server: a POST answered three times
 // PriorRequestNotComplete, then accepted. The Pacer with RateRefusal
 // never engages; without it, the conflicts engage it. The server counts
-// eight executions and the caller gets the final answer's body.
+// four executions and the caller gets the final answer's body.
 func TestRateRefusalThroughTransport(t *testing.T) {
-	const conflicts = 7 // in a row, they engage an idle key (pace.Pacer)
+	const conflicts = 3 // in a row, they engage a new key (pace.Pacer)
 	for _, withRefusal := range []bool{true, false} {
 		t.Run(fmt.Sprint("Refusal=", withRefusal), func(t *testing.T) {
 			var n atomic.Int32
@@ -435,7 +435,7 @@ func TestRateRefusalThroughTransport(t *testing.T) {
 			assert.Equal(t, "<ChangeResourceRecordSetsResponse/>", string(all))
 			assert.Equal(t, int32(conflicts+1), n.Load(), "executions")
 			_, engaged := pacer.Rate(strings.TrimPrefix(srv.URL, "http://"))
-			assert.Equal(t, !withRefusal, engaged, "engaged by seven PriorRequestNotComplete")
+			assert.Equal(t, !withRefusal, engaged, "engaged by three PriorRequestNotComplete")
 		})
 	}
 }

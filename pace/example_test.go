@@ -12,14 +12,15 @@ import (
 )
 
 // A Pacer learns a host's rate from its throttling: here the server
-// refuses the first eight requests with 429. Seven refusals in a row
-// engage the Pacer for the host, and the retries (and every later attempt
-// to the host) wait for their turns. Refusals now and then engage
-// nothing: retried with backoff, they cost less than pacing would.
+// refuses the first three requests with 429. Three refusals in a row
+// among a host's first answers engage the Pacer for the host (seven
+// after successes), and the retry (and every later attempt to the host)
+// waits for its turn. Refusals now and then engage nothing: retried with
+// backoff, they cost less than pacing would.
 func ExamplePacer() {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 8 { // refused at first: over the limit
+		if n.Add(1) <= 3 { // refused at first: over the limit
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
@@ -34,7 +35,6 @@ func ExamplePacer() {
 	}
 	client := &http.Client{Transport: retry.New(nil,
 		retry.WithPacer(pacer),
-		retry.WithMaxAttempts(10),
 		retry.WithBackoff(retry.Exponential{Base: time.Millisecond, Cap: 10 * time.Millisecond, Jitter: retry.FullJitter}),
 	)}
 	resp, err := client.Get(srv.URL)
@@ -45,5 +45,5 @@ func ExamplePacer() {
 	resp.Body.Close()
 	_, engaged := pacer.Rate(srv.Listener.Addr().String())
 	fmt.Println(resp.StatusCode, "after", n.Load(), "attempts; pacing the host:", engaged)
-	// Output: 200 after 9 attempts; pacing the host: true
+	// Output: 200 after 4 attempts; pacing the host: true
 }

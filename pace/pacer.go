@@ -113,6 +113,9 @@ const (
 	engageLow   = 0.25
 	engageHigh  = 0.5
 	engageAlarm = 4.6 // ln 100
+	// coldSuspicion is a new key's: three refusals in a row among its
+	// first answers engage it, before any success.
+	coldSuspicion = engageAlarm - 3*0.6931471805599453 // ln 2
 	// A rate in force over paceSlack times the rate the client sends at
 	// does not hold it back (see keyState.paceHolds).
 	paceSlack = 1.5
@@ -493,9 +496,11 @@ type meter struct {
 	drained                   time.Time
 	drainedOK, drainedRefused int64
 	// suspicion is the idle key's CUSUM (see keyState.suspect), and
-	// suspectOK the current bucket's successes it has weighed.
+	// suspectOK the current bucket's successes it has weighed; primed,
+	// set by a restart, engages the key on its next throttle.
 	suspicion float64
 	suspectOK int64
+	primed    bool
 }
 
 // sends returns the attempts the key has sent since it was created. The
@@ -629,6 +634,7 @@ func (p *Pacer) state(req *http.Request) *keyState {
 		return s.(*keyState)
 	}
 	fresh := &keyState{p: p}
+	fresh.meter.suspicion = coldSuspicion
 	if w := p.initialWindow(); w > 0 {
 		fresh.start.slots = w
 		fresh.start.slow.Store(true)
@@ -1118,8 +1124,14 @@ func (s *keyState) tooEarly() bool {
 // success takes ln 1.5 away, never below zero. A limit that refuses most
 // of what the client sends engages the key after seven refusals in a row
 // (two before, which a quarter refused at random begins with one time in
-// sixteen); a share of a half, after twenty answers or so; two fifths,
-// after about fifty; a third, after one to two hundred; a share below a
+// sixteen); a new key's sum starts at coldSuspicion, so that three in a
+// row among its first answers engage it (an outage, or a cold burst far
+// above a limit: seven let a storm's clients send 60 % more attempts into
+// a 1 s outage, the rate held there being a share of the first cut's,
+// measured from the attempts sent before it), and a key restarted after
+// an outage engages on its first throttle (see restart). A share of a
+// half engages the key after twenty answers or so; two fifths, after
+// about fifty; a third, after one to two hundred; a share below a
 // quarter, seldom (none of 2,000 simulated runs of 800 answers at a
 // tenth refused; half of them at a quarter, after 330 answers or so).
 // Such a share is cheaper to retry than to pace: at most a third of an
@@ -1135,7 +1147,7 @@ func (s *keyState) suspect() bool {
 	s.meter.weigh(s.meter.ok.Load() - s.meter.suspectOK)
 	s.meter.suspectOK = s.meter.ok.Load()
 	s.meter.suspicion += math.Log(engageHigh / engageLow)
-	return s.meter.suspicion >= engageAlarm
+	return s.meter.suspicion >= engageAlarm || s.meter.primed
 }
 
 // weigh folds okN successes into the idle key's CUSUM: each takes the
@@ -1448,9 +1460,9 @@ func (s *keyState) restart(now time.Time, initialWindow int) {
 	s.meter.takeSent()
 	s.meter.ok.Store(1) // this success
 	// The key has been throttled before: its first refusal now is its
-	// limit's (a storm's backlog meeting the server as it returns), and
-	// engages it, as a key's first answers are weighed (see evidence).
-	s.meter.suspicion, s.meter.suspectOK = engageAlarm, 1
+	// limit's (a storm's backlog meeting the server as it returns, after
+	// the successes of the server's burst), and engages it.
+	s.meter.primed, s.meter.suspectOK = true, 1
 	s.meter.bucket = now
 	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
 	if initialWindow > 0 {
@@ -1472,7 +1484,7 @@ func (s *keyState) idle() {
 	s.outage.cutsSinceOK, s.outage.holding = 0, false
 	s.outage.cycleStart, s.outage.cycleOK, s.outage.refusedSinceOK = time.Time{}, 0, 0
 	s.meter.drained = time.Time{}
-	s.meter.suspicion = 0
+	s.meter.suspicion, s.meter.primed = 0, false
 	s.shed.endChain()
 }
 

@@ -45,8 +45,12 @@ func sendAt(p *Pacer, req *http.Request, from time.Time, rps float64, d time.Dur
 	return at
 }
 
-// refusalsToEngage is how many throttles in a row engage an idle key.
-var refusalsToEngage = int(math.Ceil(engageAlarm / math.Log(engageHigh/engageLow)))
+// refusalsToEngage is how many throttles in a row engage an idle key
+// after successes, coldRefusalsToEngage a new key before any.
+var (
+	refusalsToEngage     = int(math.Ceil(engageAlarm/math.Log(engageHigh/engageLow) - 1e-9))
+	coldRefusalsToEngage = int(math.Ceil((engageAlarm-coldSuspicion)/math.Log(engageHigh/engageLow) - 1e-9))
+)
 
 // engage feeds req's key throttles at time at, as a limit that refuses
 // everything would send them, until the Pacer engages (the seventh: see
@@ -421,10 +425,10 @@ func TestPacerColdOutage(t *testing.T) {
 		p.observe(req, retry.Throttled, response(503), curGen(p, req), at)
 		r, engaged := p.Rate("api.example")
 		switch {
-		case i < refusalsToEngage-1:
+		case i < coldRefusalsToEngage-1:
 			require.False(t, engaged, "%d refusals engage nothing", i+1)
 			continue
-		case i == refusalsToEngage-1:
+		case i == coldRefusalsToEngage-1:
 			first = r
 		}
 		require.GreaterOrEqual(t, r, outageShare*first-1e-9, "refusal %d", i+1)
@@ -685,7 +689,7 @@ func TestPacerSlowStartEndsOnThrottle(t *testing.T) {
 
 	// The first answers, refused, engage nothing (see suspect): each
 	// one's slot goes to the waiter.
-	for range refusalsToEngage - 1 {
+	for range coldRefusalsToEngage - 1 {
 		p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)
 		require.NoError(t, <-waiter)
 		s.meter.sent.Add(1)

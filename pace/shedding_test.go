@@ -244,13 +244,13 @@ func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 		_, engaged := p.Rate("api.example")
 		assert.False(t, engaged, "two refusals of three answers: a quarter shed at random begins so one time in ten")
 	})
-	t.Run("seven in a row", func(t *testing.T) {
+	t.Run("three in a row, the first answers", func(t *testing.T) {
 		p := &Pacer{}
 		req := hostRequest(t, "api.example")
 		for i := 0; i < 10; i++ {
 			p.reserve(req, pacerEpoch)
 		}
-		for i := range refusalsToEngage {
+		for i := range coldRefusalsToEngage {
 			_, engaged := p.Rate("api.example")
 			require.False(t, engaged, "%d refusals", i)
 			p.observe(req, retry.Throttled, response(429), 0, pacerEpoch)

@@ -64,23 +64,23 @@ func get(t *testing.T, rt http.RoundTripper, ctx context.Context, url string) (*
 func host(srv *httptest.Server) string { return srv.Listener.Addr().String() }
 
 func TestTransportPacesAfterThrottle(t *testing.T) {
-	srv, n := statusServer(t, append(slices.Repeat([]int{429}, refusalsToEngage), 200), nil)
+	srv, n := statusServer(t, append(slices.Repeat([]int{429}, coldRefusalsToEngage), 200), nil)
 	p, clock := fakePacer(&Pacer{})
-	rt := retry.New(nil, retry.WithPacer(p), retry.WithBackoff(retry.Constant{}), retry.WithMaxAttempts(refusalsToEngage+1))
+	rt := retry.New(nil, retry.WithPacer(p), retry.WithBackoff(retry.Constant{}), retry.WithMaxAttempts(coldRefusalsToEngage+1))
 	defer rt.CloseIdleConnections()
 	_, err := get(t, rt, context.Background(), srv.URL)
 	require.NoError(t, err)
-	// The first six answers refused engaged nothing (see suspect); the
-	// seventh engaged the pacer: seven attempts sent within the shortest
-	// measured time (10ms) estimate 700 requests/s, cut to 490. The retry
+	// The first two answers refused engaged nothing (see suspect); the
+	// third engaged the pacer: three attempts sent within the shortest
+	// measured time (10ms) estimate 300 requests/s, cut to 210. The retry
 	// waits one interval after the throttle (after its backoff of 0), and
 	// the next request one more.
 	r, engaged := p.Rate(host(srv))
 	require.True(t, engaged)
-	assert.InDelta(t, cubicBeta*float64(refusalsToEngage)*100, r, 1e-9)
+	assert.InDelta(t, cubicBeta*float64(coldRefusalsToEngage)*100, r, 1e-9)
 	_, err = get(t, rt, context.Background(), srv.URL)
 	require.NoError(t, err)
-	assert.EqualValues(t, refusalsToEngage+2, n.Load())
+	assert.EqualValues(t, coldRefusalsToEngage+2, n.Load())
 	step := time.Duration(float64(time.Second) / r)
 	assert.Equal(t, []time.Duration{step, step}, clock.Waits())
 }
@@ -148,9 +148,9 @@ func TestTransportCancelDuringPacing(t *testing.T) {
 // A turn made void while the Transport waits for it wakes the attempt,
 // which takes a turn at the new rate.
 func TestTransportRetakesVoidTurn(t *testing.T) {
-	srv, n := statusServer(t, append(slices.Repeat([]int{429}, refusalsToEngage), 200), nil)
+	srv, n := statusServer(t, append(slices.Repeat([]int{429}, coldRefusalsToEngage), 200), nil)
 	p, clock := fakePacer(&Pacer{})
-	rt := retry.New(nil, retry.WithPacer(p), retry.WithBackoff(retry.Constant{}), retry.WithMaxAttempts(refusalsToEngage+2))
+	rt := retry.New(nil, retry.WithPacer(p), retry.WithBackoff(retry.Constant{}), retry.WithMaxAttempts(coldRefusalsToEngage+2))
 	defer rt.CloseIdleConnections()
 	var blocked bool
 	p.sleep = func(ctx context.Context, d time.Duration) error {
@@ -177,7 +177,7 @@ func TestTransportRetakesVoidTurn(t *testing.T) {
 	// The new turn, an interval after the cut.
 	r, _ := p.Rate(host(srv))
 	assert.Equal(t, []time.Duration{time.Duration(float64(time.Second) / r)}, clock.Waits())
-	assert.EqualValues(t, refusalsToEngage+1, n.Load())
+	assert.EqualValues(t, coldRefusalsToEngage+1, n.Load())
 }
 
 func TestTransportSlowStart(t *testing.T) {
