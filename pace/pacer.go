@@ -149,16 +149,22 @@ const (
 // time, not a hundred (see the figures below).
 //
 // After slow start a Pacer is idle, at the cost of a few atomic
-// operations and no allocation per attempt, until a throttled outcome
-// engages it for the key: any one from the key's eighth answer on;
-// among its first seven, only the second or later while they are over
-// 0.4 of the answers (a burst far above a limit), since one refusal among
-// a handful of answers is as likely a load balancer's at random, and says
-// nothing of the rate. Nor does a throttle engage it while fewer than a
-// quarter of the attempts sent in the current half-second bucket are
-// answered and no more than 0.4 of those are refused: the share cannot
-// be read yet. A throttle with a Retry-After (or other server hint)
-// engages the key at once, to pause it. From then on every attempt
+// operations and no allocation per attempt, until throttled outcomes
+// clearly say the key is over a limit: a cumulative sum (CUSUM) of its
+// answers, ln 2 for each throttle and -ln 1.5 for each success, never
+// below zero, reaches ln 100. That is seven refusals in a row (three
+// among a new key's first answers), a half of the answers refused over
+// twenty or so, a third over one to two hundred; refusals at random up
+// to a tenth of the answers, almost never. A share that low is cheaper
+// to retry than to pace: at most a third of an attempt more per request
+// against a limit, where telling a limit from a load balancer refusing
+// at random would cost a test at a lower rate (see docs/pacing.md, "A
+// refusal now and then"). Nor does a throttle engage the key while fewer
+// than a quarter of the attempts sent in the current half-second bucket
+// are answered and no more than 0.4 of those are refused: the share
+// cannot be read yet. A throttle with a Retry-After (or other server
+// hint) engages the key at once, to pause it, as does the first throttle
+// after an outage (below). From then on every attempt
 // waits for its turn: turns are handed out first come, first served, one
 // interval (1/rate) apart, after any backoff.
 //
