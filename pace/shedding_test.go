@@ -292,9 +292,10 @@ func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 		assert.InDelta(t, 24, n, 8, "answers refused half the time before the key engaged")
 	})
 	t.Run("after a restart", func(t *testing.T) {
-		// A key back from an outage has its answers: its first refusal
-		// after the restart is its limit's (a storm's backlog meeting
-		// the server as it returns), and engages it.
+		// A key back from an outage has been throttled before: its first
+		// refusal after the restart is its limit's (a storm's backlog
+		// meeting the server as it returns, after the successes of the
+		// server's burst), and engages it.
 		p := &Pacer{}
 		req := hostRequest(t, "api.example")
 		s := p.state(req)
@@ -305,6 +306,10 @@ func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 		s.mu.Lock()
 		s.restart(pacerEpoch, 10)
 		s.mu.Unlock()
+		for i := 0; i < 20; i++ { // the server's burst, accepted
+			p.reserve(req, pacerEpoch)
+			p.observe(req, retry.Success, response(200), 0, pacerEpoch)
+		}
 		p.observe(req, retry.Throttled, response(429), 0, pacerEpoch)
 		_, engaged := p.Rate("api.example")
 		assert.True(t, engaged)
