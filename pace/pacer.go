@@ -115,7 +115,7 @@ const (
 	engageAlarm = 4.6 // ln 100
 	// coldSuspicion is a new key's: three refusals in a row among its
 	// first answers engage it, before any success.
-	coldSuspicion = engageAlarm - 3*0.6931471805599453 // ln 2
+	coldSuspicion = engageAlarm - 3*math.Ln2
 	// A rate in force over paceSlack times the rate the client sends at
 	// does not hold it back (see keyState.paceHolds).
 	paceSlack = 1.5
@@ -1037,12 +1037,13 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		// but not while a test of shedding is under way: it weighs
 		// these refusals, and would hold, undecided, without them.
 	case class == retry.Throttled && !hinted && !s.engaged.Load() && (!s.suspect() || !s.evidence() || s.tooEarly()):
-		// One refusal among a handful of answers: the first answers of
-		// a cold start, refused at random as often as by a limit; or a
-		// few refusals among the first answers of a burst most of which
-		// is still unanswered. The attempt is retried as it would be
-		// without a Pacer until the answers say which it is (see
-		// evidence and tooEarly).
+		// Refusals not yet clearly over a limit's share (see suspect:
+		// a refusal now and then, or refusals at random up to a
+		// quarter or so, cheaper retried than paced); one refusal among
+		// a handful of answers; or a few among the first answers of a
+		// burst most of which is still unanswered. The attempt is
+		// retried as it would be without a Pacer until the answers say
+		// which it is (see suspect, evidence and tooEarly).
 	case class == retry.Throttled && s.engaged.Load() && gen == s.sched.gen && !s.outage.holding:
 		switch s.shed.test(s, now) {
 		case shedIndependent:
