@@ -328,7 +328,7 @@ type Pacer struct {
 	// InitialWindow is how many attempts a key that is new to the Pacer
 	// may have unanswered at once, in slow start (see above). Zero means
 	// 10; a negative value turns slow start off, so that nothing waits
-	// before the key engages (see evidence).
+	// before the key engages (see suspect).
 	InitialWindow int
 
 	keys sync.Map // key string -> *keyState
@@ -345,7 +345,7 @@ type Pacer struct {
 // guarded by mu.
 type keyState struct {
 	p       *Pacer
-	engaged atomic.Bool // a throttle (see evidence) or a spent quota engaged the Pacer
+	engaged atomic.Bool // throttles (see suspect) or a spent quota engaged the Pacer
 
 	mu     sync.Mutex
 	start  slowStart
@@ -472,17 +472,10 @@ func (r *rateCurve) reach(adapt Adapt) float64 {
 // meter measures the rates the key is sent and accepted at, in buckets of
 // bucketWidth. Its atomics are counted without the lock.
 type meter struct {
-	okOnce atomic.Bool // a success has been seen
-	// answers counts the key's answers, successes and throttles, up to
-	// minSamples, and coldRefused its throttles among them (see
-	// evidence). A restart keeps them: the key that comes back from an
-	// outage has been throttled before, and its first refusals are its
-	// limit's.
-	answers     atomic.Int64
-	coldRefused int64
-	sent        atomic.Int64 // attempts sent in the current bucket
-	sentBefore  int64        // attempts sent in the buckets before it, under s.mu
-	ok          atomic.Int64 // successes in the current bucket
+	okOnce     atomic.Bool  // a success has been seen
+	sent       atomic.Int64 // attempts sent in the current bucket
+	sentBefore int64        // attempts sent in the buckets before it, under s.mu
+	ok         atomic.Int64 // successes in the current bucket
 	// bucketEnd is when the current bucket ends, in Unix nanoseconds (0:
 	// none yet), for the lock-free fast path.
 	bucketEnd atomic.Int64
@@ -501,12 +494,11 @@ type meter struct {
 	// none since (a key engaged by a server's hint has not drained it).
 	drained                   time.Time
 	drainedOK, drainedRefused int64
-	// suspicion is the idle key's CUSUM (see keyState.suspect), and
-	// suspectOK the current bucket's successes it has weighed; primed,
-	// set by a restart, engages the key on its next throttle.
+	// suspicion is the idle key's CUSUM (see keyState.suspect), +Inf
+	// after a restart, and suspectOK the current bucket's successes it
+	// has weighed.
 	suspicion float64
 	suspectOK int64
-	primed    bool
 }
 
 // sends returns the attempts the key has sent since it was created. The
@@ -998,10 +990,6 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 			s.meter.okOnce.Store(true)
 		}
 	}
-	cold := s.meter.answers.Load() < minSamples // one of the key's first answers
-	if cold {
-		s.meter.answers.Add(1)
-	}
 	if class == retry.Success && !hinted && !s.engaged.Load() {
 		if end := s.meter.bucketEnd.Load(); end != 0 && now.UnixNano() < end {
 			return // nothing to update until the bucket ends
@@ -1017,9 +1005,6 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 	if class == retry.Throttled {
 		s.meter.refused++
 		s.outage.refusedSinceOK++
-		if cold {
-			s.meter.coldRefused++
-		}
 	}
 	s.shed.count(s, class == retry.Throttled, gen)
 	if !s.meter.drained.IsZero() {
@@ -1036,14 +1021,14 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		// holds for the attempts paced before the key went idle too,
 		// but not while a test of shedding is under way: it weighs
 		// these refusals, and would hold, undecided, without them.
-	case class == retry.Throttled && !hinted && !s.engaged.Load() && (!s.suspect() || !s.evidence() || s.tooEarly()):
-		// Refusals not yet clearly over a limit's share (see suspect:
-		// a refusal now and then, or refusals at random up to a
-		// quarter or so, cheaper retried than paced); one refusal among
-		// a handful of answers; or a few among the first answers of a
-		// burst most of which is still unanswered. The attempt is
+	case class == retry.Throttled && !hinted && !s.engaged.Load() && (!s.suspect() || s.tooEarly()):
+		// suspect comes first: it weighs every such throttle.
+		// Refusals not yet clearly over a limit's share (a refusal now
+		// and then, or refusals at random up to a quarter or so,
+		// cheaper retried than paced); or a few among the first answers
+		// of a burst most of which is still unanswered. The attempt is
 		// retried as it would be without a Pacer until the answers say
-		// which it is (see suspect, evidence and tooEarly).
+		// which it is (see suspect and tooEarly).
 	case class == retry.Throttled && s.engaged.Load() && gen == s.sched.gen && !s.outage.holding:
 		switch s.shed.test(s, now) {
 		case shedIndependent:
@@ -1093,21 +1078,6 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 	}
 }
 
-// evidence reports whether the key's answers so far are enough for a
-// throttle to engage it: minSamples answers or more, or two throttles or
-// more that are over shedMaxShare of them (the refusals of a burst far
-// above a limit). Engaged on a single refusal among its first answers, a
-// key would take the rate the client was measured sending at over a
-// millisecond or two (slow start's window, or a couple of attempts) for
-// the one it must stay below, with no share of refusals to weigh the
-// cuts that follow against (see shedding): against refusals at random,
-// that is a rate far below the client's and a test of shedding run
-// there. The caller holds s.mu.
-func (s *keyState) evidence() bool {
-	n, k := s.meter.answers.Load(), s.meter.coldRefused
-	return n >= minSamples || k >= 2 && float64(k) > shedMaxShare*float64(n)
-}
-
 // tooEarly reports whether a throttle comes too early in the current
 // bucket to read its share of refusals: fewer than a quarter of the
 // attempts sent in it answered (throttled reads no share then, and
@@ -1133,10 +1103,12 @@ func (s *keyState) tooEarly() bool {
 // (two before, which a quarter refused at random begins with one time in
 // sixteen); a new key's sum starts at coldSuspicion, so that three in a
 // row among its first answers engage it (an outage, or a cold burst far
-// above a limit: seven let a storm's clients send 60 % more attempts into
-// a 1 s outage, the rate held there being a share of the first cut's,
-// measured from the attempts sent before it), and a key restarted after
-// an outage engages on its first throttle (see restart). A share of a
+// above a limit: with seven, a storm's clients were paced through a 1 s
+// outage at a rate 60 % higher, the rate held there being a share of the
+// first cut's, measured from the attempts sent before it), and a key
+// restarted after an outage engages on its first throttle (see restart).
+// The sum implies what a key's first answers had to show before (two
+// refusals or more, over 0.4 of them, or eight answers). A share of a
 // half engages the key after twenty answers or so; two fifths, after
 // about fifty; a third, after one to two hundred; a share below a
 // quarter, seldom (none of 2,000 simulated runs of 800 answers at a
@@ -1154,7 +1126,7 @@ func (s *keyState) suspect() bool {
 	s.meter.weigh(s.meter.ok.Load() - s.meter.suspectOK)
 	s.meter.suspectOK = s.meter.ok.Load()
 	s.meter.suspicion += math.Log(engageHigh / engageLow)
-	return s.meter.suspicion >= engageAlarm || s.meter.primed
+	return s.meter.suspicion >= engageAlarm
 }
 
 // weigh folds okN successes into the idle key's CUSUM: each takes the
@@ -1176,13 +1148,13 @@ func (s *keyState) measure(now time.Time) {
 	if elapsed := now.Sub(s.meter.bucket); elapsed >= bucketWidth {
 		sec := elapsed.Seconds()
 		okN, refused := s.meter.ok.Swap(0), s.meter.refused
-		s.meter.weigh(okN - s.meter.suspectOK)
+		if !s.engaged.Load() {
+			s.meter.weigh(okN - s.meter.suspectOK)
+			s.shed.idleBucket(okN, refused)
+		}
 		s.meter.suspectOK = 0
 		s.meter.refused = 0
 		s.meter.lastOK, s.meter.lastRefused = okN, refused
-		if !s.engaged.Load() {
-			s.shed.idleBucket(okN, refused)
-		}
 		sent, ok := float64(s.meter.takeSent())/sec, float64(okN)/sec
 		if !s.meter.sampled {
 			// The first bucket is the estimate, not a fifth of it.
@@ -1468,8 +1440,9 @@ func (s *keyState) restart(now time.Time, initialWindow int) {
 	s.meter.ok.Store(1) // this success
 	// The key has been throttled before: its first refusal now is its
 	// limit's (a storm's backlog meeting the server as it returns, after
-	// the successes of the server's burst), and engages it.
-	s.meter.primed, s.meter.suspectOK = true, 1
+	// the successes of the server's burst), and engages it; no success
+	// takes away from an infinite sum.
+	s.meter.suspicion, s.meter.suspectOK = math.Inf(1), 1
 	s.meter.bucket = now
 	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
 	if initialWindow > 0 {
@@ -1491,7 +1464,7 @@ func (s *keyState) idle() {
 	s.outage.cutsSinceOK, s.outage.holding = 0, false
 	s.outage.cycleStart, s.outage.cycleOK, s.outage.refusedSinceOK = time.Time{}, 0, 0
 	s.meter.drained = time.Time{}
-	s.meter.suspicion, s.meter.primed = 0, false
+	s.meter.suspicion = 0
 	s.shed.endChain()
 }
 
@@ -1627,11 +1600,12 @@ func (sh *shedding) testing(s *keyState) bool {
 
 // limitShare reports whether the chain's first share is clearly a
 // limit's, too high to test: over shedMaxShare by more than two standard
-// errors. A cold start's first refusals engage the key when two of its
-// first few answers are (see evidence), and counted with them, the share
-// of a quarter refused at random came out at 5 of 11 or 6 of 13 in the
-// runs that collapsed: taken for a limit's, each refusal after cut the
-// rate again, halved with AIMD, until requests failed waiting for turns.
+// errors. A cold start's first refusals engaged the key when two of its
+// first few answers were (three in a row now, see suspect), and counted
+// with them, the share of a quarter refused at random came out at 5 of
+// 11 or 6 of 13 in the runs that collapsed: taken for a limit's, each
+// refusal after cut the rate again, halved with AIMD, until requests
+// failed waiting for turns.
 func (sh *shedding) limitShare() bool {
 	return sh.hiLower(stoppedShare(sh.hiK, sh.hiN)) > shedMaxShare
 }

@@ -129,8 +129,8 @@ func TestPacerFirstMeasurement(t *testing.T) {
 	p := &Pacer{}
 	req := hostRequest(t, "api.example")
 	// Attempts at 0, 100, ..., 500 ms: the first bucket closes at 500 ms
-	// with six attempts and six successes, 12/s. Two more, for the
-	// eight answers a throttle engages on (see evidence).
+	// with six attempts and six successes, 12/s. Two more, then the
+	// refusals that engage the key (see suspect).
 	now := sendAt(p, req, pacerEpoch, 10, 750*time.Millisecond)
 	engage(t, p, req, response(429), now)
 	r, _ := p.Rate("api.example")

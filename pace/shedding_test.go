@@ -117,8 +117,10 @@ func simRun(t *testing.T, p *Pacer, srv *simServer, from time.Time, demand float
 // is no rate limit: the Pacer's cuts would not lower the share, and
 // before, each cut was floored at a share of an accepted rate that fell
 // with the rate, so the rate ratcheted down until the queue of turns
-// outlasted every deadline. The key now goes back to idle, and stays
-// there, and the attempts take about as long as without a Pacer.
+// outlasted every deadline. A share below a quarter now engages nothing
+// (see keyState.suspect); a key that a higher one engages goes back to
+// idle, and stays there; the attempts take about as long as without a
+// Pacer.
 func TestPacerRandomSheddingIsNoLimit(t *testing.T) {
 	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
 		for _, shed := range []float64{0.05, 0.1, 0.25} {
@@ -233,11 +235,12 @@ func TestPacerSheddingWithoutSlowStartTail(t *testing.T) {
 	}
 }
 
-// A throttle engages a key only on evidence (see keyState.evidence): one
+// A throttle engages a key only on evidence (see keyState.suspect): one
 // refusal among the first answers can be a load balancer's at random,
 // and engaging on it took the rate of a millisecond's attempts for the
-// server's. Two refusals of the first few, or one after eight answers,
-// engage it.
+// server's. Three refusals in a row among a new key's first answers
+// engage it, a half refused after eight answers within a score more, and
+// the first refusal after a restart.
 func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 	t.Run("one of the first answers", func(t *testing.T) {
 		p := &Pacer{}

@@ -73,9 +73,10 @@ func TestBinomialTails(t *testing.T) {
 }
 
 // A cold start refused at random can engage the key on the first answers
-// (two of the first two), and with the answers in flight then, a quarter
-// shed at random came out at 6 of 11: taken for a limit's share, each
-// refusal after cut the rate again, halved with AIMD, from 550/s to 69/s
+// (two of the first two once, three in a row now), and with the answers
+// in flight then, a quarter shed at random came out at 6 of 11: taken
+// for a limit's share, each refusal after cut the rate again, halved
+// with AIMD, from 550/s to 69/s
 // within 30 ms in a bench run that failed 280 of its 600 requests. Not
 // clearly over 0.4, the share is now tested, and the key goes idle.
 // Scripted so, with 3 refusals in the first 5 paced answers, the rate
