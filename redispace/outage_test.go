@@ -53,42 +53,57 @@ func TestOutageRestarts(t *testing.T) {
 // and refuses the rest, is silent for most of each second: that is no
 // outage. The fleet stays engaged, paced near the quota, instead of
 // restarting in slow start every second (restarted by half a second of
-// silence, it was refused 319 times for 68 successes in these 3 s).
+// silence, it was refused 319 times for 68 successes in these 3 s, about
+// a hundred times a window).
+//
+// The windows are judged one by one, not by a ratio over the run: the
+// successes of the run's last, partial window depend on how the workers'
+// last turns straddle its start, and a slow machine (CI under -race) once
+// counted 59 instead of 68 against the usual 116-131 refusals.
 func TestWindowLimitIsNoOutage(t *testing.T) {
 	rdb, _ := startRedis(t)
 	p := &Pacer{Client: rdb}
-	const quota = 20
+	const quota, windows = 20, 3
 	var mu sync.Mutex
 	start := time.Now()
-	window, used := int64(-1), 0
-	var ok, refused atomic.Int64
+	var ok, refused [windows + 2]int
 	answer := func() retry.Class {
 		mu.Lock()
 		defer mu.Unlock()
-		if w := int64(time.Since(start) / time.Second); w != window {
-			window, used = w, 0
-		}
-		if used >= quota {
-			refused.Add(1)
+		w := min(int(time.Since(start)/time.Second), len(ok)-1)
+		if ok[w] >= quota {
+			refused[w]++
 			return retry.Throttled
 		}
-		used++
-		ok.Add(1)
+		ok[w]++
 		return retry.Success
 	}
 	engaged, idle := false, 0
-	fleetRun(t, p, "window.example", 8, math.MaxInt, 3*time.Second, answer, 20*time.Millisecond, func() {
+	fleetRun(t, p, "window.example", 8, math.MaxInt, windows*time.Second, answer, 20*time.Millisecond, func() {
 		if rate(t, rdb, "window.example") > 0 {
 			engaged = true
 		} else if engaged {
 			idle++
 		}
 	})
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("per window: %v successes, %v refused", ok, refused)
 	if !engaged || idle > 0 {
 		t.Errorf("engaged %v, then seen idle %d times; want engaged throughout, once the quota was found", engaged, idle)
 	}
-	if k, n := refused.Load(), ok.Load(); k > 2*n {
-		t.Errorf("%d refused for %d successes; want fewer than twice as many", k, n)
+	// The first window pays for finding the quota: the fleet's first
+	// burst, and a rate bounded by the successes over the time since
+	// (20/t) until the window ends.
+	if refused[0] > 200 {
+		t.Errorf("%d refused in the first window; want at most 200", refused[0])
+	}
+	// Each whole window after it: paced near the quota, refused a few
+	// times at its end, not restarted.
+	for w := 1; w < windows; w++ {
+		if ok[w] < 3*quota/4 || refused[w] > 10 {
+			t.Errorf("window %d: %d successes and %d refused; want %d successes at least and 10 refused at most", w, ok[w], refused[w], 3*quota/4)
+		}
 	}
 }
 
