@@ -68,3 +68,103 @@ func TestHintOnAFreshKeyEngagesAtItsRate(t *testing.T) {
 	require.True(t, engaged)
 	assert.GreaterOrEqual(t, r, 1000.0, "20 sent within 10 ms: 2000/s")
 }
+
+// While a key holds its rate through an outage (refused from its first
+// attempt on, nothing accepted yet), a wait past the deadline is no
+// forecast: the rate held is a probe's, and the first success restarts
+// the key. Such a wait takes no turn and is not refused: the attempt
+// waits for the hold to end, or for its context. Refused at once, the
+// attempts of 1000 clients held at AIMD's 125/s failed at 1 to 2 s, on
+// deadlines of 8 s, in an outage of 1 s (bench/storm, a run in three).
+func TestHeldOutageWaitIsNoForecast(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spacing time.Duration // between the outage's refusals
+		restart bool          // whether the success restarts the key
+	}{
+		{"restarted", 20 * time.Millisecond, true},
+		// A success before outageTime ends the hold without a restart.
+		{"soon", time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			p := &Pacer{Adapt: AdaptAIMD, afterFunc: (&fakeLimit{}).afterFunc, now: func() time.Time { return now }}
+			req := hostRequest(t, "api.example")
+			s := p.state(req)
+			for range 10 {
+				p.reserve(req, now)
+			}
+			for range 40 {
+				now = now.Add(tc.spacing)
+				p.observe(req, retry.Throttled, response(503), curGen(p, req), now)
+			}
+			s.mu.Lock()
+			holding := s.outage.holding
+			s.mu.Unlock()
+			require.True(t, holding, "refused from the first attempt on, the rate is held")
+			// Turns for the next 10 s are taken.
+			for i := 0; ; i++ {
+				require.Less(t, i, 1_000_000, "the queue never reached 10 s")
+				if d, _ := p.reserve(req, now); d > 10*time.Second {
+					break
+				}
+			}
+			ctx, cancel := context.WithDeadline(context.Background(), now.Add(5*time.Second))
+			defer cancel()
+			d, res, ok, held := s.reserveBy(ctx, now)
+			require.False(t, ok, "the turn would come past the deadline")
+			require.Nil(t, res)
+			require.NotNil(t, held, "held through an outage, the wait is no forecast")
+			next, _ := s.reserveAt(now)
+			assert.Equal(t, d, next, "the wait past the deadline took no turn")
+			select {
+			case <-held:
+				t.Fatal("the hold ended with nothing answered")
+			default:
+			}
+
+			// Its context ends first: Wait returns the context's error,
+			// not a refusal for the deadline.
+			ended, end := context.WithDeadline(context.Background(), now.Add(5*time.Second))
+			end()
+			_, err := p.Wait(ended, req)
+			assert.ErrorIs(t, err, context.Canceled)
+
+			// The server answers: the hold ends, and wakes the attempt.
+			now = now.Add(time.Millisecond)
+			p.observe(req, retry.Success, response(200), curGen(p, req), now)
+			select {
+			case <-held:
+			default:
+				t.Fatal("the end of the hold did not wake the attempt")
+			}
+			_, engaged := p.Rate("api.example")
+			assert.Equal(t, !tc.restart, engaged, "restarted")
+			if tc.restart {
+				turn, err := p.Wait(ctx, req)
+				require.NoError(t, err, "restarted, the attempt goes in slow start")
+				turn.Done(retry.Feedback{Class: retry.Success})
+			}
+		})
+	}
+}
+
+// A key that has had a success does not hold its rate: its wait is the
+// limit's, and a wait past the deadline is refused at once, as before.
+func TestOutageAfterSuccessesRefusesPastDeadline(t *testing.T) {
+	now := time.Now()
+	p := &Pacer{InitialWindow: -1, now: func() time.Time { return now }}
+	req := hostRequest(t, "api.example")
+	s := p.state(req)
+	s.mu.Lock()
+	s.setRate(1, p.minRate()) // engaged: turns a second apart
+	s.mu.Unlock()
+	for range 20 {
+		p.reserve(req, now)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(5*time.Second))
+	defer cancel()
+	_, err := p.Wait(ctx, req)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "would end past the context's deadline")
+}

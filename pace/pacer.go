@@ -240,7 +240,8 @@ const (
 // afresh, in slow start. A key refused from its first attempt on, with
 // no success to measure, holds its rate at a quarter of the first cut's,
 // probing, so that the requests waiting for turns are not pushed past
-// their deadlines by a rate that says nothing of the server.
+// their deadlines by a rate that says nothing of the server; nor is a
+// wait refused for its deadline then (see Wait).
 //
 // A throttle is not always a rate limit: a load balancer shedding a
 // share of requests at random, or a flaky backend, refuses the same share
@@ -541,6 +542,9 @@ type outage struct {
 	cutsSinceOK int       // cuts since then
 	base        float64   // the rate the first of them set
 	holding     bool      // the rate is held at outageShare of base
+	// unheld is closed when the hold ends, for the attempts that wait
+	// for it (see reserveBy); nil while none does.
+	unheld chan struct{}
 	// streakAccepted and streakAfterOK are the smoothed accepted rate and
 	// meter.okOnce when the streak of cuts began.
 	streakAccepted float64
@@ -647,7 +651,10 @@ func (p *Pacer) state(req *http.Request) *keyState {
 // (the rate was cut, the key paused or restarted) is given up for a new
 // one. A wait that would end past ctx's deadline is not begun, and takes
 // no turn: Wait returns an error that wraps [context.DeadlineExceeded] at
-// once. It implements [retry.Pacer].
+// once; except while the key holds its rate through an outage (refused
+// from its first attempt on), when the wait is a probe's, no forecast:
+// the attempt then waits, with no turn, for the hold to end (a success)
+// or for ctx. It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	s := p.state(req)
 	for {
@@ -661,7 +668,19 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 			return &turn{s: s, slot: true}, nil
 		}
 		now := p.clock()
-		d, res, ok := s.reserveBy(ctx, now)
+		d, res, ok, held := s.reserveBy(ctx, now)
+		if !ok && held != nil {
+			// The rate is held through an outage: the wait it gives
+			// says nothing of when the server answers again. The
+			// attempt waits, with no turn, for the hold to end (a
+			// success restarts the key), or for its context.
+			select {
+			case <-held:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		if !ok {
 			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
 		}
@@ -882,7 +901,7 @@ func (s *keyState) wakeAll() {
 // taken at the time of sending, after any backoff, as in the AWS SDK's
 // adaptive mode.
 func (s *keyState) reserveAt(now time.Time) (time.Duration, *reservation) {
-	d, res, _ := s.reserveBy(context.Background(), now)
+	d, res, _, _ := s.reserveBy(context.Background(), now)
 	return d, res
 }
 
@@ -895,9 +914,18 @@ func (s *keyState) reserveAt(now time.Time) (time.Duration, *reservation) {
 // faster than it drained, until every wait was past every deadline. The
 // deadline is read only for a key that has engaged: an idle key's turn
 // costs what it did.
-func (s *keyState) reserveBy(ctx context.Context, now time.Time) (time.Duration, *reservation, bool) {
+//
+// While the rate is held through an outage (nothing accepted yet, see
+// keyState.throttled), the wait is no forecast: the rate held is a probe's,
+// and the first success restarts the key in slow start. A wait past the
+// deadline is then not refused, nor does it take a turn: reserveBy
+// returns, with false, a channel closed when the hold ends, for the
+// attempt to wait on. Refused, the attempts of 1000 clients held at
+// AIMD's 125/s failed at 1 to 2 s on deadlines of 8 s, in an outage of
+// 1 s.
+func (s *keyState) reserveBy(ctx context.Context, now time.Time) (time.Duration, *reservation, bool, <-chan struct{}) {
 	if !s.engaged.Load() {
-		return 0, nil, true
+		return 0, nil, true, nil
 	}
 	dl, hasDeadline := ctx.Deadline()
 	s.mu.Lock()
@@ -910,13 +938,19 @@ func (s *keyState) reserveBy(ctx context.Context, now time.Time) (time.Duration,
 		start = s.sched.next
 	}
 	if hasDeadline && start.After(now) && start.After(dl) {
-		return start.Sub(now), nil, false
+		if !s.outage.holding {
+			return start.Sub(now), nil, false, nil
+		}
+		if s.outage.unheld == nil {
+			s.outage.unheld = make(chan struct{})
+		}
+		return start.Sub(now), nil, false, s.outage.unheld
 	}
 	s.sched.next = start.Add(s.sched.interval)
 	if s.sched.turns == nil {
 		s.sched.turns, s.sched.cancelTurns = context.WithCancel(context.Background())
 	}
-	return start.Sub(now), &reservation{s: s, at: start, next: s.sched.next, gen: s.sched.gen, turns: s.sched.turns}, true
+	return start.Sub(now), &reservation{s: s, at: start, next: s.sched.next, gen: s.sched.gen, turns: s.sched.turns}, true, nil
 }
 
 // reservation is a token taken by [keyState.reserveAt].
@@ -1066,7 +1100,8 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		s.succeeded(now, p.Adapt, p.minRate())
 	}
 	if class == retry.Success && s.engaged.Load() {
-		s.outage.lastOK, s.outage.cutsSinceOK, s.outage.holding = now, 0, false
+		s.outage.lastOK, s.outage.cutsSinceOK = now, 0
+		s.endHold()
 		s.outage.refusedSinceOK = 0
 		if s.outage.cycleStart.IsZero() {
 			s.outage.cycleStart = now
@@ -1179,7 +1214,8 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		defer s.meter.drain(now)
 		// The successes so far begin the first cycle (see resume).
 		s.outage.cycleStart, s.outage.cycleOK = s.meter.bucket, s.meter.ok.Load()
-		s.outage.lastOK, s.outage.cutsSinceOK, s.outage.holding = now, 0, false // an outage is timed from here
+		s.outage.lastOK, s.outage.cutsSinceOK = now, 0 // an outage is timed from here
+		s.endHold()
 		s.outage.refusedSinceOK = 1
 		if sh, read := s.meter.answeredShare(); read {
 			share = sh
@@ -1452,6 +1488,16 @@ func (s *keyState) restart(now time.Time, initialWindow int) {
 	}
 }
 
+// endHold ends the hold of the rate (see throttled), and the waits for
+// it. The caller holds s.mu.
+func (s *keyState) endHold() {
+	s.outage.holding = false
+	if s.outage.unheld != nil {
+		close(s.outage.unheld)
+		s.outage.unheld = nil
+	}
+}
+
 // idle returns the key to not engaged: the turns handed out are void, and
 // the rate, its curve and the chain of cuts are forgotten. The caller
 // holds s.mu.
@@ -1461,7 +1507,8 @@ func (s *keyState) idle() {
 	s.sched.next, s.rate.fill, s.sched.interval = time.Time{}, 0, 0
 	s.rate.lastMax, s.rate.cutTo, s.rate.window, s.sched.granted = 0, 0, 0, 0
 	s.rate.limit, s.rate.steady = 0, 0
-	s.outage.cutsSinceOK, s.outage.holding = 0, false
+	s.outage.cutsSinceOK = 0
+	s.endHold()
 	s.outage.cycleStart, s.outage.cycleOK, s.outage.refusedSinceOK = time.Time{}, 0, 0
 	s.meter.drained = time.Time{}
 	s.meter.suspicion = 0

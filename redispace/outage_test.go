@@ -2,6 +2,7 @@ package redispace
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -217,5 +218,65 @@ func TestHintOnAFreshKeyEngagesAtItsRate(t *testing.T) {
 	turns[0].Done(retry.Feedback{Class: retry.Success, Wait: time.Millisecond, Hinted: true})
 	if r := rate(t, rdb, "api.example"); r < 100 {
 		t.Errorf("engaged at %v/s by a hint after 20 turns at once; want 200/s (20 over a tenth of a second)", r)
+	}
+}
+
+// While a key holds its rate through an outage, a wait past the deadline
+// is no forecast (the rate held is a probe's, and the first success
+// restarts the key): the attempt takes no turn and asks again until the
+// hold ends, instead of failing at once. Once the hold ends, the wait is
+// a forecast again, and refused.
+func TestHeldWaitAsksAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		end   []any // what the hold's end sets
+		fails bool  // whether the wait is refused then
+	}{
+		{"restarted", []any{"rate", 0, "holding", 0}, false},
+		{"limited", []any{"holding", 0}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, _ := startRedis(t)
+			ctx := context.Background()
+			key := defaultPrefix + "api.example"
+			p := &Pacer{Client: rdb, InitialWindow: -1}
+			req := request(t, "api.example")
+			engageKey(t, p, req)
+			rdb.HSet(ctx, key, "rate", 1, "head", 0, "tail", 0, "holding", 1)
+			for range 10 {
+				if _, err := p.reserve(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var polls []time.Duration
+			p.sleep = func(_ context.Context, d time.Duration) error {
+				if len(polls) == 2 {
+					rdb.HSet(ctx, key, tc.end...)
+				}
+				polls = append(polls, d)
+				return nil
+			}
+			short, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			turn, err := p.Wait(short, req)
+			if len(polls) != 3 {
+				t.Errorf("asked again %d times (%v); want 3, until the hold ended", len(polls), polls)
+			}
+			for _, d := range polls {
+				if d < heldPoll/2 || d > heldPoll {
+					t.Errorf("asked again after %v; want %v to %v", d, heldPoll/2, heldPoll)
+				}
+			}
+			if tc.fails {
+				if !errors.Is(err, context.DeadlineExceeded) || turn != nil {
+					t.Errorf("Wait = %v, %v once the hold ended, the queue 10 s long; want refused for the deadline", turn, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Wait = %v once the key restarted; want a turn", err)
+			}
+			turn.Done(retry.Feedback{Class: retry.Success})
+		})
 	}
 }

@@ -70,6 +70,10 @@ const (
 	// up to slotPollMax.
 	slotPoll    = 5 * time.Millisecond
 	slotPollMax = 40 * time.Millisecond
+	// heldPoll is about how often an attempt whose wait a rate held
+	// through an outage would take past its deadline asks whether the
+	// hold has ended: 75 ms on average, spread over the interval.
+	heldPoll = 100 * time.Millisecond
 	// tripAfter-1 Timeouts is how long calls must have been outliving
 	// Timeout, none answering in time, before the Pacer turns to
 	// Fallback for RetryAfter; see trip.
@@ -159,8 +163,11 @@ func (p *Pacer) Validate() error {
 // makes it wait longer, growth brings it forward (a long wait is checked
 // again at half of it). A wait that would end past ctx's deadline is not
 // begun and takes no turn; a turn given up while it waits (a cut pushed
-// it past the deadline) goes to the next caller while it is to come. It
-// implements [retry.Pacer].
+// it past the deadline) goes to the next caller while it is to come.
+// While the key holds its rate through an outage (refused from its first
+// attempt on), such a wait is a probe's, no forecast: the attempt asks
+// again, about every 75 ms and with no turn, until the hold ends (a
+// success restarts the key) or ctx does. It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	if p.usingFallback() {
 		return p.fallbackPacer().Wait(ctx, req)
@@ -174,6 +181,15 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 		switch r.wait {
 		case waitPastDeadline:
 			return nil, pastDeadline(time.Duration(r.late) * time.Microsecond)
+		case waitHeld:
+			// Past the deadline at a rate held through an outage,
+			// which is a probe's, no forecast: the first success
+			// restarts the key. Ask again until the hold ends, or
+			// until ctx does.
+			if err := p.doSleep(ctx, heldPoll/2+rand.N(heldPoll/2+1)); err != nil {
+				return nil, err
+			}
+			continue
 		case waitNoSlot:
 			// Slow start's window is full: look again shortly, the
 			// waiters of the fleet spread over the interval.
@@ -331,6 +347,7 @@ type reservation struct {
 const (
 	waitNoSlot       = -1 // slow start's window is full: ask again shortly
 	waitPastDeadline = -2 // the turn would come past the deadline; none was taken
+	waitHeld         = -3 // so would it, at a rate held through an outage: ask again later
 )
 
 // reserve takes a turn or a slot of slow start for key, within Timeout. A
@@ -341,7 +358,7 @@ func (p *Pacer) reserve(ctx context.Context, key string) (reservation, error) {
 	giveBack := func(res any) {
 		v, err := ints(res, 4)
 		switch {
-		case err != nil || v[0] == waitPastDeadline:
+		case err != nil || v[0] == waitPastDeadline || v[0] == waitHeld:
 		case v[2] == 1:
 			p.run(context.Background(), cancelScript, key, -1, 1)
 		case v[3] >= 0:
@@ -360,8 +377,8 @@ func (p *Pacer) reserve(ctx context.Context, key string) (reservation, error) {
 	if err != nil {
 		return reservation{}, err
 	}
-	if v[0] == waitPastDeadline {
-		return reservation{wait: waitPastDeadline, gen: v[1], late: v[2], n: -1}, nil
+	if v[0] == waitPastDeadline || v[0] == waitHeld {
+		return reservation{wait: v[0], gen: v[1], late: v[2], n: -1}, nil
 	}
 	return reservation{wait: v[0], gen: v[1], slot: v[2] == 1, n: v[3]}, nil
 }

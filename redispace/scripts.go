@@ -176,9 +176,10 @@ end
 // ARGV[3] the longest the caller can wait in microseconds (-1: any). It
 // returns the wait in microseconds (-1: no slot of slow start is free,
 // ask again shortly; -2: the turn would come past the caller's deadline,
-// and none was taken), the generation, whether the turn holds a slot of
-// slow start (for -2: the wait), and the turn's number in the schedule
-// (-1: none; for checkScript and cancelScript).
+// and none was taken; -3: so would it, but the rate is held through an
+// outage, ask again later), the generation, whether the turn holds a
+// slot of slow start (for -2 and -3: the wait), and the turn's number in
+// the schedule (-1: none; for checkScript and cancelScript).
 var reserveScript = redis.NewScript(common + queue + `
 local initial = tonumber(ARGV[2])
 if fresh and initial > 0 then
@@ -209,8 +210,11 @@ elseif rate > 0 then
   local within = tonumber(ARGV[3]) or -1
   if within >= 0 and wait > within then
     -- Past the caller's deadline: no turn taken (given back later, it
-    -- would stay spent whenever another was taken meanwhile).
+    -- would stay spent whenever another was taken meanwhile). While the
+    -- rate is held through an outage (see feedbackScript), the wait is
+    -- a probe's, no forecast: the caller asks again until the hold ends.
     save()
+    if redis.call('HGET', key, 'holding') == '1' then return {-3, gen, wait, -1} end
     return {-2, gen, wait, -1}
   end
   if take ~= nil then
