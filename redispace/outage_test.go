@@ -168,11 +168,8 @@ func TestRestartAgainstALimit(t *testing.T) {
 // instead of staying spent; and a wait past the caller's deadline takes
 // no turn at all.
 func TestGivenBackTurnIsTaken(t *testing.T) {
-	rdb, _ := startRedis(t)
+	rdb, p, _, key := engagedPacer(t)
 	ctx := context.Background()
-	key := defaultPrefix + "api.example"
-	p := &Pacer{Client: rdb, InitialWindow: -1}
-	engageKey(t, p, request(t, "api.example"))
 	rdb.HSet(ctx, key, "rate", 10, "head", 0, "tail", 0)
 	var turns []reservation
 	for range 4 {
@@ -236,12 +233,8 @@ func TestHeldWaitAsksAgain(t *testing.T) {
 		{"limited", []any{"holding", 0}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rdb, _ := startRedis(t)
+			rdb, p, req, key := engagedPacer(t)
 			ctx := context.Background()
-			key := defaultPrefix + "api.example"
-			p := &Pacer{Client: rdb, InitialWindow: -1}
-			req := request(t, "api.example")
-			engageKey(t, p, req)
 			rdb.HSet(ctx, key, "rate", 1, "head", 0, "tail", 0, "holding", 1)
 			for range 10 {
 				if _, err := p.reserve(ctx, key); err != nil {

@@ -59,6 +59,18 @@ func engageKey(t *testing.T, p *Pacer, req *http.Request) {
 	}
 }
 
+// engagedPacer starts a Redis and a Pacer on it, without slow start, with
+// the key of api.example engaged; it returns them with that request and
+// the key's name in Redis.
+func engagedPacer(t *testing.T) (*redis.Client, *Pacer, *http.Request, string) {
+	t.Helper()
+	rdb, _ := startRedis(t)
+	p := &Pacer{Client: rdb, InitialWindow: -1}
+	req := request(t, "api.example")
+	engageKey(t, p, req)
+	return rdb, p, req, defaultPrefix + "api.example"
+}
+
 func wait(t *testing.T, p *Pacer, req *http.Request) (retry.Turn, time.Duration) {
 	t.Helper()
 	start := time.Now()
@@ -482,12 +494,8 @@ func TestTripOnLastingTimeouts(t *testing.T) {
 // brings the waiting turns forward, a cut holds them back, and none is
 // voided (the queue keeps its order and its count).
 func TestQueueDrainsAtRateInForce(t *testing.T) {
-	rdb, _ := startRedis(t)
+	rdb, p, req, key := engagedPacer(t)
 	ctx := context.Background()
-	key := defaultPrefix + "api.example"
-	p := &Pacer{Client: rdb, InitialWindow: -1}
-	req := request(t, "api.example")
-	engageKey(t, p, req)
 	rdb.HSet(ctx, key, "rate", 10)
 
 	var last reservation
