@@ -100,11 +100,47 @@ func TestWindowLimitIsNoOutage(t *testing.T) {
 		t.Errorf("%d refused in the first window; want at most 200", refused[0])
 	}
 	// Each whole window after it: paced near the quota, refused a few
-	// times at its end, not restarted.
+	// times at its end, not restarted. The silence's end resumes the
+	// rate at 0.9 of what the windows accepted (16 to 20 successes in the
+	// second window, 18 to 20 in the third; 10 to 12 in each without).
 	for w := 1; w < windows; w++ {
-		if ok[w] < 3*quota/4 || refused[w] > 10 {
-			t.Errorf("window %d: %d successes and %d refused; want %d successes at least and 10 refused at most", w, ok[w], refused[w], 3*quota/4)
+		if ok[w] < 2*quota/3 || refused[w] > 10 {
+			t.Errorf("window %d: %d successes and %d refused; want %d successes at least and 10 refused at most", w, ok[w], refused[w], 2*quota/3)
 		}
+	}
+}
+
+// Once the key's first throttle has found the server's bucket empty, and
+// while the fleet keeps it empty, the rate accepted is the successes
+// since over the time since, not the bucket's: a fixed window's quota,
+// accepted at once, read as 20/t over the bucket so far, and the rate
+// fell as 18/t through the silence that followed (100 to 130 refusals in
+// the first second of TestWindowLimitIsNoOutage's scenario; 50 to 80
+// since).
+func TestDrainedBucketBoundsTheCut(t *testing.T) {
+	rdb, p, _, key := engagedPacer(t)
+	ctx := context.Background()
+	tm, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := tm.UnixMicro()
+	gen, err := rdb.HGet(ctx, key, "gen").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 20 accepted in the bucket's first 100 ms, then the key's first
+	// throttle (100 ms ago) and 20 refusals since; a lone throttle let
+	// pass just now, so that the next one cuts.
+	rdb.HSet(ctx, key, "rate", 150, "since", now-100_000, "ok", 20, "prevOk", -1, "measured", 0, "accepted", 0,
+		"drained", now-100_000, "drOk", 0, "drRef", 20, "strike", now, "cutsOk", 1, "stAfter", 1, "okOnce", 1)
+	if _, err := p.run(ctx, feedbackScript, key, "throttled", gen, -1, p.minRate(), keyTTL.Milliseconds(), 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Without the bound: min(0.9 × 150, max(20 / 0.1 s, 75)) = 135/s.
+	// With it: min(135, max(8 / 0.1 s, 75)) = 80/s.
+	if r := rate(t, rdb, "api.example"); r < 70 || r > 90 {
+		t.Errorf("cut from 150/s to %v/s, 20 refused and none accepted in the 0.1 s since the bucket went empty; want about 80/s", r)
 	}
 }
 

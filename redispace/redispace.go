@@ -21,7 +21,10 @@
 // rates, and the key goes back to idle and remembers the share, so that
 // those refusals pace no one. An outage (every request refused for a
 // second and a half or more, then a success) restarts the key in slow
-// start rather than leave the fleet at the rate the outage cut it to. A
+// start rather than leave the fleet at the rate the outage cut it to;
+// the silence of a fixed window limiter, spent at the start of each
+// window, is cut through at the rate the successes since the first
+// throttle allow, and its end resumes the rate the windows accepted. A
 // key nobody throttled is not paced: a turn costs one script call and no
 // wait. docs/fleet.md in the repository gives the rules with their
 // figures and the measurements.

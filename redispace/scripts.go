@@ -383,7 +383,8 @@ end
 var feedbackScript = redis.NewScript(common + feedbackHead + binomial + `
 local chainFields = {'chainRate', 'chainGen', 'lowRate', 'limit', 'hiN', 'hiK', 'loN', 'loK', 'deep',
   'epN', 'epK', 'at', 'atSent', 'svRate', 'svWmax', 'svCut', 'svWin',
-  'lastOk', 'cutsOk', 'oBase', 'holding', 'stAcc', 'stAfter'}
+  'lastOk', 'cutsOk', 'oBase', 'holding', 'stAcc', 'stAfter',
+  'drained', 'drOk', 'drRef', 'cycSt', 'cycOk', 'refSince'}
 local c = redis.call('HMGET', key, unpack(chainFields))
 local chainRate = tonumber(c[1]) or 0
 local chainGen = tonumber(c[2]) or 0
@@ -408,6 +409,12 @@ local oBase = tonumber(c[20]) or 0
 local holding = tonumber(c[21]) or 0
 local stAcc = tonumber(c[22]) or 0
 local stAfter = tonumber(c[23]) or 0
+local drained = tonumber(c[24]) or 0
+local drOk = tonumber(c[25]) or 0
+local drRef = tonumber(c[26]) or 0
+local cycSt = tonumber(c[27]) or 0
+local cycOk = tonumber(c[28]) or 0
+local refSince = tonumber(c[29]) or 0
 local initial = tonumber(ARGV[7]) or 0
 local span = math.max((now - since) / 1000000, 0)
 local elapsed = math.max(span, 0.01)
@@ -419,6 +426,17 @@ if prevOk >= 0 then
   acc = ok + prevOk * math.max(1 - elapsed, 0)
 elseif ok >= 8 then
   acc = math.max(acc, ok / elapsed)
+end
+-- Once the key's first throttle found the server's bucket empty, and
+-- while the fleet keeps it empty (over 0.75 of the answers since
+-- refused), the successes since come at the rate it refills: for a second
+-- after that throttle, acc is no more than theirs (8 at least) over the
+-- time since, as package pace's acceptedRate bounds it. A fixed window's
+-- quota, spent at once, was otherwise read as accepted over the bucket so
+-- far (20/t against 20 a second), and the rate fell as 18/t through the
+-- silence: 100 to 130 refusals in the first second.
+if drained > 0 and now > drained and now - drained < 1000000 and drRef > 0.75 * (drOk + drRef) then
+  acc = math.min(acc, math.max(drOk, 8) / ((now - drained) / 1000000))
 end
 
 -- The chain of cuts and its test of shedding.
@@ -530,6 +548,7 @@ local function disengage()
   wmax, cut, win, strike, epN, epK = 0, 0, 0, 0, 0, 0
   refused, prevRef, measured, accepted = 0, 0, 0, 0
   prevOkN, ok, prevOk, sent, since = prevOkN + ok, 0, -1, 0, now
+  drained, drOk, drRef, cycSt, cycOk, refSince = 0, 0, 0, 0, 0, 0
 end
 -- heldOut: whether the stage has had the outcomes that would bring 16
 -- refusals at the first share (one refusal's worth at least), or has
@@ -604,7 +623,13 @@ local function cutRate()
     base = sendingRate(floor)
   end
   noteCut(base)
-  if rate == 0 then lastOk, cutsOk, holding = now, 0, 0 end
+  if rate == 0 then
+    lastOk, cutsOk, holding = now, 0, 0
+    -- The bucket is empty (see acc), and the successes so far begin the
+    -- first cycle (see resume).
+    drained, drOk, drRef = now, 0, 0
+    cycSt, cycOk, refSince = since, ok, 1
+  end
   if cutsOk == 0 then
     -- The rate accepted before the streak: over the last second, or,
     -- with none measured (a key engaged again after it went idle, its
@@ -652,6 +677,30 @@ local function outageOver()
   if stAfter == 0 then return true end
   return gap * stAcc >= 10
 end
+-- silenceOver: whether a success ends a silence: 12 refusals or more in
+-- a row, 3 cuts or more, and no test of shedding under way (package
+-- pace's silenceOver; refused at random as often as 40 % of the time,
+-- twelve in a row come once in 60,000 attempts).
+local function silenceOver()
+  return cutsOk >= 3 and refSince >= 12 and not testing()
+end
+-- resume, on the success that ends a silence: a fixed window limiter
+-- accepts its quota at the start of each window and refuses the rest,
+-- and each paced refusal of the silence cuts. The successes since the
+-- last silence ended (or since the key's first bucket) over the time
+-- since are what the limiter accepts, window and silence together: the
+-- rate comes back to 0.9 of that, if it is lower, on a curve that grows
+-- back to it, as package pace's resume does.
+local function resume()
+  local d, n = (now - cycSt) / 1000000, cycOk
+  cycSt, cycOk = now, 0
+  if d <= 0 or n < 8 then return end
+  local r = n / d
+  local new = 0.9 * r
+  if new <= rate then return end
+  drain()
+  wmax, cut, win, rate = r, now, ((r - new) / (0.15 * r)) ^ (1 / 3), math.max(new, minRate)
+end
 -- restart forgets what the key learned: after an outage the rate its
 -- refusals cut to says nothing of the server that answers again, and
 -- growth back from it would take seconds (a fleet of 8 workers after 2 s
@@ -664,6 +713,7 @@ local function restart()
   refused, prevRef, measured, accepted = 0, 0, 0, 0
   prevOkN, ok, prevOk, sent, since = 0, 1, -1, 0, now
   lastOk, cutsOk, holding = now, 0, 0
+  drained, drOk, drRef, cycSt, cycOk, refSince = 0, 0, 0, 0, 0, 0
   if initial > 0 then ss, ssEnd, inflight, window = 1, now + 1000000, 0, initial end
 end
 
@@ -675,6 +725,8 @@ if class == 'ok' or throttled then
   refused = refused + k
   if rate > 0 then
     epN, epK = epN + 1, epK + k
+    refSince = refSince + k
+    if drained > 0 then drOk, drRef = drOk + 1 - k, drRef + k end
     if chainRate == 0 then
     elseif attemptGen ~= gen then
       -- Sent before the chain's first cut (or the test's stage), answered
@@ -692,6 +744,7 @@ if class == 'ok' then
   if rate > 0 and outageOver() then
     restart()
   elseif rate > 0 then
+    if silenceOver() then resume() end
     testSuccess()
   end
   if rate > 0 then
@@ -732,7 +785,11 @@ elseif throttled and rate > 0 and attemptGen == gen and now - strike > math.max(
 elseif throttled and (rate == 0 or attemptGen == gen) then
   cutRate()
 end
-if class == 'ok' and rate > 0 then lastOk, cutsOk, holding = now, 0, 0 end
+if class == 'ok' and rate > 0 then
+  lastOk, cutsOk, holding, refSince = now, 0, 0, 0
+  if cycSt == 0 then cycSt = now end
+  cycOk = cycOk + 1
+end
 if hint >= 0 then
   if rate == 0 then
     engage()
@@ -751,7 +808,8 @@ if hint >= 0 then
 end
 save(changed({}, chainFields, c, {chainRate, chainGen, lowRate, limit, hiN, hiK, loN, loK, deep,
   epN, epK, at, atSent, svRate, svWmax, svCut, svWin,
-  lastOk, cutsOk, oBase, holding, stAcc, stAfter}))
+  lastOk, cutsOk, oBase, holding, stAcc, stAfter,
+  drained, drOk, drRef, cycSt, cycOk, refSince}))
 redis.call('PEXPIRE', key, ARGV[5])
 return tostring(rate)
 `)
