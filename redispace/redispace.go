@@ -11,8 +11,9 @@
 // waits, and a cut or growth of the rate meanwhile slows or speeds the
 // whole queue. The rate is learned from throttling as package pace's
 // Pacer learns it: a throttle engages the key below the rate the fleet
-// was sending at (once its answers are enough to tell: eight, or a burst
-// clearly refused far above a limit), a throttle of an attempt paced
+// was sending at (once a CUSUM of its answers tells a limit's share from
+// refusals now and then, or at random up to a quarter or so, which engage
+// nothing), a throttle of an attempt paced
 // before the last cut cuts nothing, a lone throttle is taken for the
 // jitter of the fleet's clocks, and successes grow the rate back along
 // CUBIC's curve. A chain of cuts is tested for shedding, as pace's is: a

@@ -46,8 +46,17 @@ func rate(t *testing.T, rdb *redis.Client, key string) float64 {
 	return v
 }
 
+// refusalsToEngage throttles in a row engage a key whose CUSUM is at zero
+// (after successes), coldRefusalsToEngage a new key (see suspect in
+// feedbackScript).
+const (
+	refusalsToEngage     = 7
+	coldRefusalsToEngage = 3
+)
+
 // engageKey engages req's key: four throttles of its first four answers
-// are clearly a burst above a limit (fewer may be refusals at random).
+// (three engage a new key; the fourth is a lone throttle of the engaged
+// key, taken for jitter).
 func engageKey(t *testing.T, p *Pacer, req *http.Request) {
 	t.Helper()
 	for range 4 {
@@ -105,7 +114,8 @@ func TestFleetSharesRateAndTurns(t *testing.T) {
 	rdb, _ := startRedis(t)
 	a, b := &Pacer{Client: rdb, InitialWindow: -1}, &Pacer{Client: rdb, InitialWindow: -1}
 	req := request(t, "api.example")
-	// 20 attempts, 10 accepted: then a throttle from a.
+	// 20 attempts, 10 accepted: then throttles from a, seven in a row
+	// (see refusalsToEngage) engaging the key.
 	var turns []retry.Turn
 	for i := 0; i < 20; i++ {
 		turn, _ := wait(t, a, req)
@@ -114,13 +124,15 @@ func TestFleetSharesRateAndTurns(t *testing.T) {
 	for _, tn := range turns[:10] {
 		tn.Done(retry.Feedback{Class: retry.Success})
 	}
-	turns[10].Done(retry.Feedback{Class: retry.Throttled})
-	r := rate(t, rdb, "api.example")
-	if r <= 0 {
-		t.Fatal("the throttle did not engage the key")
+	for i, tn := range turns[10 : 10+refusalsToEngage] {
+		tn.Done(retry.Feedback{Class: retry.Throttled})
+		if r := rate(t, rdb, "api.example"); (r > 0) != (i == refusalsToEngage-1) {
+			t.Fatalf("rate %v after %d throttles following 10 successes; want engaged on the %dth", r, i+1, refusalsToEngage)
+		}
 	}
+	r := rate(t, rdb, "api.example")
 	// The rest of the burst was paced before the cut: it cuts nothing.
-	for _, tn := range turns[11:] {
+	for _, tn := range turns[10+refusalsToEngage:] {
 		tn.Done(retry.Feedback{Class: retry.Throttled})
 	}
 	if r2 := rate(t, rdb, "api.example"); r2 != r {
@@ -148,7 +160,7 @@ func TestCutsAndGrowth(t *testing.T) {
 	rdb, _ := startRedis(t)
 	p := &Pacer{Client: rdb}
 	req := request(t, "api.example")
-	for i := 1; i < 4; i++ {
+	for i := 1; i < coldRefusalsToEngage; i++ {
 		turn, _ := wait(t, p, req)
 		turn.Done(retry.Feedback{Class: retry.Throttled})
 		if r := rate(t, rdb, "api.example"); r != 0 {
@@ -159,13 +171,13 @@ func TestCutsAndGrowth(t *testing.T) {
 	turn.Done(retry.Feedback{Class: retry.Throttled})
 	r1 := rate(t, rdb, "api.example")
 	if r1 <= 0 {
-		t.Fatal("four throttles of four answers did not engage the key")
+		t.Fatalf("%d throttles of a new key's first %[1]d answers did not engage it", coldRefusalsToEngage)
 	}
-	// Four turns sent, all refused, clearly a burst's share: the sending
-	// rate reads over a tenth of a second at least (40/s), and the key
-	// engages at 0.7 times it.
-	if r1 > 28.01 {
-		t.Fatalf("engaged at %v/s after four turns; want 28/s at most (0.7 × 4 turns per 0.1s)", r1)
+	// Three turns sent, all refused, clearly a burst's share (over 0.4,
+	// by a binomial test at 10 %): the sending rate reads over a tenth of
+	// a second at least (30/s), and the key engages at 0.7 times it.
+	if r1 > 21.01 {
+		t.Fatalf("engaged at %v/s after three turns; want 21/s at most (0.7 × 3 turns per 0.1s)", r1)
 	}
 	turn, _ = wait(t, p, req)
 	turn.Done(retry.Feedback{Class: retry.Throttled})

@@ -33,8 +33,8 @@ import "github.com/redis/go-redis/v9"
 //     sliding window, as sliding-window limiters count); prevOkN and
 //     prevRef, that bucket's successes and refusals; sends, the turns
 //     taken since the key's state began;
-//   - answers and coldRef: the key's first 8 answers, and how many of
-//     them were refused (see evidence in feedbackScript);
+//   - susp: an idle key's CUSUM of its answers (see suspect in
+//     feedbackScript; absent: a new key's, coldSuspicion);
 //   - share: the share of refusals found not to depend on the rate (0:
 //     none), and the chain of cuts under the test of shedding, read and
 //     written by feedbackScript alone: chainRate (0: no chain), chainGen,
@@ -58,7 +58,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local fields = {'rate', 'head', 'gen', 'wmax', 'cut', 'since', 'sent', 'ok', 'measured', 'accepted',
   'ss', 'ssEnd', 'inflight', 'window', 'win', 'strike', 'prevOk', 'headAt', 'tail',
-  'refused', 'prevRef', 'prevOkN', 'sends', 'share', 'answers', 'coldRef', 'okOnce'}
+  'refused', 'prevRef', 'prevOkN', 'sends', 'share', 'susp', 'okOnce'}
 local h = redis.call('HMGET', key, unpack(fields))
 local fresh = h[1] == false
 local rate = tonumber(h[1]) or 0
@@ -85,9 +85,10 @@ local prevRef = tonumber(h[21]) or 0
 local prevOkN = tonumber(h[22]) or 0
 local sends = tonumber(h[23]) or 0
 local share = tonumber(h[24]) or 0
-local answers = tonumber(h[25]) or 0
-local coldRef = tonumber(h[26]) or 0
-local okOnce = tonumber(h[27]) or 0
+-- A new key's sum starts at 4.6 - 3 ln 2: three refusals in a row among
+-- its first answers engage it (see suspect in feedbackScript).
+local susp = tonumber(h[25]) or 2.5205584583201643
+local okOnce = tonumber(h[26]) or 0
 if now - since >= 1000000 then
   local sec = (now - since) / 1000000
   prevOk, prevOkN, prevRef = -1, 0, 0
@@ -98,6 +99,12 @@ if now - since >= 1000000 then
   if share > 0 and rate == 0 and ok + refused >= 16 then
     share = math.min(share, 0.2 * share + 0.8 * refused / (ok + refused))
     if share < 0.001 then share = 0 end
+  elseif share == 0 and rate == 0 and ok + refused >= 32 and refused > 0 and refused <= 0.25 * (ok + refused) then
+    -- An idle key's bucket refused no more than a quarter: refusals that
+    -- engage nothing (see suspect), the share found not to depend on the
+    -- rate, as package pace's idleBucket takes it. A key that met 10 %
+    -- shedding and then a limit cut on every random refusal without it.
+    share = refused / (ok + refused)
   end
   if measured == 0 and accepted == 0 then
     measured, accepted = sent / sec, ok / sec
@@ -123,7 +130,7 @@ end
 local function save(more)
   local args = changed(more or {}, fields, h, {rate, head, gen, wmax, cut, since, sent, ok, measured, accepted,
     ss, ssEnd, inflight, window, win, strike, prevOk, headAt, tail,
-    refused, prevRef, prevOkN, sends, share, answers, coldRef, okOnce})
+    refused, prevRef, prevOkN, sends, share, susp, okOnce})
   if #args > 0 then redis.call('HSET', key, unpack(args)) end
 end
 -- drain moves the head on at the rate in force up to now, never past the
@@ -296,8 +303,9 @@ if class ~= 'throttled' and rate == 0 and hint < 0 then
   -- An idle key's success (or a slot's other answer) counts, and
   -- changes nothing else: the chain and the outage are the engaged key's.
   if class == 'ok' then
-    ok, okOnce = ok + 1, 1
-    if answers < 8 then answers = answers + 1 end
+    -- Each success takes ln 1.5 from the key's CUSUM (see suspect),
+    -- which stops at zero.
+    ok, okOnce, susp = ok + 1, 1, math.max(0, susp - 0.4054651081081644)
   end
   save()
   redis.call('PEXPIRE', key, ARGV[5])
@@ -311,11 +319,12 @@ end
 // lowest rate, ARGV[5] the time to live, ARGV[6] 1 if the attempt held a
 // slot of slow start. It returns the rate in force.
 //
-// A throttle engages a key not engaged once the key has had 8 answers,
-// or, among its first 8, from the second throttle on while they are over
-// 0.4 of the answers (a burst far above a limit): one refusal among a
-// handful of answers is as likely a load balancer's at random, and says
-// nothing of the rate. It engages the key at 0.7 times the rate the fleet
+// A throttle engages a key not engaged once Page's CUSUM of the key's
+// answers, comparing a share of 0.5 refused against 0.25, reaches 4.6,
+// about ln 100 (see suspect): seven refusals in a row, or half refused over about
+// twenty answers; three in a row for a new key. A refusal now and then,
+// or refusals at random up to a quarter or so, are retried as without a
+// Pacer, cheaper than paced. It engages the key at 0.7 times the rate the fleet
 // was sending at (over a tenth of a second at least, so that slow start's
 // first burst does not read as a huge rate) or 0.9 times the rate it is
 // accepted at, whichever is lower; but a throttle with 0.4 of the
@@ -435,8 +444,13 @@ end
 -- quota, spent at once, was otherwise read as accepted over the bucket so
 -- far (20/t against 20 a second), and the rate fell as 18/t through the
 -- silence: 100 to 130 refusals in the first second.
+-- With no other measure (the key's first bucket, fewer than 8
+-- successes in it), that bound is the measure: a fleet engaged at
+-- hundreds a second by its first refusals otherwise came down by 0.9
+-- a cut, two refusals each, to a limit of 20 a second.
 if drained > 0 and now > drained and now - drained < 1000000 and drRef > 0.75 * (drOk + drRef) then
-  acc = math.min(acc, math.max(drOk, 8) / ((now - drained) / 1000000))
+  local bound = math.max(drOk, 8) / ((now - drained) / 1000000)
+  if acc > 0 then acc = math.min(acc, bound) else acc = bound end
 end
 
 -- The chain of cuts and its test of shedding.
@@ -549,6 +563,7 @@ local function disengage()
   refused, prevRef, measured, accepted = 0, 0, 0, 0
   prevOkN, ok, prevOk, sent, since = prevOkN + ok, 0, -1, 0, now
   drained, drOk, drRef, cycSt, cycOk, refSince = 0, 0, 0, 0, 0, 0
+  susp = 0
 end
 -- heldOut: whether the stage has had the outcomes that would bring 16
 -- refusals at the first share (one refusal's worth at least), or has
@@ -582,15 +597,20 @@ local function noise()
   local mean = n * share
   return k <= mean + math.min(mean, (n - mean) / 2) or k <= mean + 3 * math.sqrt(mean * (1 - share)) + 2
 end
--- evidence: whether the key's answers are enough for a throttle to
--- engage it: 8 of them, or, among its first 8, refusals clearly over 0.4
--- of them (a binomial test at 5 %: the first 4 of 4, 5 of 6 or 6 of 7),
--- a burst far above a limit. Two refusals of the first two are a share
--- refused at random a time in 16 at a quarter, and a fleet engaged on
--- them takes a rate measured over slow start's first millisecond, for a
--- burst's or a fast client's alike.
-local function evidence()
-  return answers >= 8 or atLeast(coldRef, answers, 0.4) < 0.05
+-- suspect weighs a throttle of an idle key and reports whether the key
+-- engages: Page's CUSUM of the log-likelihood ratio of its answers, a
+-- share of 0.5 refused against 0.25, reaches 4.6 (ln 100, as package
+-- pace's engageAlarm; less a hair, so that the three ln 2 of a new key
+-- reach it whatever the rounding). Each throttle adds
+-- ln 2 and each success takes ln 1.5 away (see feedbackHead), the sum
+-- never below zero: seven refusals in a row engage, or half refused over
+-- about twenty answers; 5 and 10 % refused at random never do, a
+-- quarter rarely and late, as package pace's suspect. Before, a
+-- throttle engaged on the key's eighth answer or later, and a moderate
+-- share cut the fleet's rate and ran the test of shedding for nothing.
+local function suspect()
+  susp = susp + 0.6931471805599453
+  return susp >= 4.6 - 1e-9
 end
 -- sendingRate: the rate the fleet was sending at, for a key about to
 -- engage: smoothed, or over the bucket so far (floor seconds at least).
@@ -608,16 +628,20 @@ local function cutRate()
     local answered = ok + refused
     if answered > 0 and 4 * answered >= sent then fs = refused / answered end
     -- The rate is read over a tenth of a second at least once the share
-    -- is clearly a burst's (over 0.4, by a binomial test at 5 %), 10 ms
-    -- while it may be a share refused at random (2 of 4 are a quarter's
-    -- as often as a limit's: read over a tenth of a second, the first
-    -- cut of 40 clients sending 2500 a second went to 70 a second, and
-    -- their requests failed waiting for turns), a millisecond at 0.4 or
-    -- less.
+    -- is clearly a burst's (over 0.4, by a binomial test at 10 %: 3 of
+    -- 3, 4 of 5, 5 of 7), 10 ms while it may be a share refused at
+    -- random (2 of 4 are a quarter's as often as a limit's: read over a
+    -- tenth of a second, the first cut of 40 clients sending 2500 a
+    -- second went to 70 a second, and their requests failed waiting for
+    -- turns), a millisecond at 0.4 or less. At 5 %, 3 of 3 and 4 of 5
+    -- were read over 10 ms: slow start's first ten attempts read as 1000
+    -- a second, once the CUSUM engaged the key on them (see suspect),
+    -- and a fleet of 100 clients against nginx's 100/s was refused 64 to
+    -- 117 times for 300 requests where it had been 15 to 30.
     local floor = 0.01
     if fs <= 0.4 then
       floor = 0.001
-    elseif atLeast(refused, answered, 0.4) < 0.05 then
+    elseif atLeast(refused, answered, 0.4) < 0.1 then
       floor = 0.1
     end
     base = sendingRate(floor)
@@ -714,6 +738,10 @@ local function restart()
   prevOkN, ok, prevOk, sent, since = 0, 1, -1, 0, now
   lastOk, cutsOk, holding = now, 0, 0
   drained, drOk, drRef, cycSt, cycOk, refSince = 0, 0, 0, 0, 0, 0
+  -- The key has been throttled before: its first refusal now is its
+  -- limit's (a storm's backlog meeting the server as it returns), and
+  -- engages it, whatever the successes of the server's burst.
+  susp = 1e9
   if initial > 0 then ss, ssEnd, inflight, window = 1, now + 1000000, 0, initial end
 end
 
@@ -721,7 +749,6 @@ local throttled = class == 'throttled'
 if class == 'ok' or throttled then
   local k = 0
   if throttled then k = 1 end
-  if answers < 8 then answers, coldRef = answers + 1, coldRef + k end
   refused = refused + k
   if rate > 0 then
     epN, epK = epN + 1, epK + k
@@ -762,9 +789,9 @@ if class == 'ok' then
 elseif throttled and hint < 0 and noise() and not testing() then
   -- Refused no more often than the share found not to depend on the
   -- rate: pacing, or pacing slower, would not help.
-elseif throttled and hint < 0 and rate == 0 and not evidence() then
-  -- One refusal among a handful of answers: retried as without a Pacer
-  -- until the answers say which it is.
+elseif throttled and hint < 0 and rate == 0 and not suspect() then
+  -- Refusals not yet clearly over a limit's share: retried as without
+  -- a Pacer until the answers say which it is.
 elseif throttled and rate > 0 and holding == 1 then
   -- Refused again and again, nothing ever accepted: an outage, or a
   -- quota spent. The rate in force probes until a success.
