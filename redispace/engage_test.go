@@ -81,11 +81,7 @@ func TestIdleSecondGivesTheShare(t *testing.T) {
 	if s, _ := rdb.HGet(ctx, key, "share").Float64(); s != 0 {
 		t.Fatalf("share %v within the key's first second; want none yet", s)
 	}
-	tm, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb.HSet(ctx, key, "since", tm.UnixMicro()-1_100_000) // the second is over
+	rdb.HSet(ctx, key, "since", redisNow(t, rdb)-1_100_000) // the second is over
 	answer(t, p, retry.Success)
 	if s, _ := rdb.HGet(ctx, key, "share").Float64(); math.Abs(s-0.1) > 1e-9 {
 		t.Errorf("share %v after a second of 40 answers, 4 refused; want 0.1", s)
@@ -102,12 +98,8 @@ func TestIdleSecondGivesTheShare(t *testing.T) {
 func TestRestartEngagesOnItsFirstThrottle(t *testing.T) {
 	rdb, p, _, key := engagedPacer(t)
 	ctx := context.Background()
-	tm, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Two cuts, the last success two seconds ago, nothing ever accepted.
-	rdb.HSet(ctx, key, "cutsOk", 2, "lastOk", tm.UnixMicro()-2_000_000, "stAfter", 0)
+	rdb.HSet(ctx, key, "cutsOk", 2, "lastOk", redisNow(t, rdb)-2_000_000, "stAfter", 0)
 	answer(t, p, retry.Success)
 	if r := rate(t, rdb, "api.example"); r != 0 {
 		t.Fatalf("rate %v after the outage's first success; want restarted (idle)", r)

@@ -120,11 +120,7 @@ func TestWindowLimitIsNoOutage(t *testing.T) {
 func TestDrainedBucketBoundsTheCut(t *testing.T) {
 	rdb, p, _, key := engagedPacer(t)
 	ctx := context.Background()
-	tm, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := tm.UnixMicro()
+	now := redisNow(t, rdb)
 	gen, err := rdb.HGet(ctx, key, "gen").Int64()
 	if err != nil {
 		t.Fatal(err)
