@@ -13,10 +13,9 @@
 // Pacer learns it: a throttle engages the key below the rate the fleet
 // was sending at (once a CUSUM of its answers tells a limit's share from
 // refusals now and then, or at random up to a quarter or so, which engage
-// nothing), a throttle of an attempt paced
-// before the last cut cuts nothing, a lone throttle is taken for the
-// jitter of the fleet's clocks, and successes grow the rate back along
-// CUBIC's curve. A chain of cuts is tested for shedding, as pace's is: a
+// nothing), a throttle of an attempt paced before the last cut cuts
+// nothing, a lone throttle is taken for the jitter of the fleet's clocks,
+// and successes grow the rate back along CUBIC's curve. A chain of cuts is tested for shedding, as pace's is: a
 // server that refuses a share of requests whatever their rate (a load
 // balancer shedding, a flaky backend) refuses as often at two lower
 // rates, and the key goes back to idle and remembers the share, so that
