@@ -321,13 +321,14 @@ end
 //
 // A throttle engages a key not engaged once Page's CUSUM of the key's
 // answers, comparing a share of 0.5 refused against 0.25, reaches 4.6,
-// about ln 100 (see suspect): seven refusals in a row, or half refused over about
-// twenty answers; three in a row for a new key. A refusal now and then,
-// or refusals at random up to a quarter or so, are retried as without a
-// Pacer, cheaper than paced. It engages the key at 0.7 times the rate the fleet
-// was sending at (over a tenth of a second at least, so that slow start's
-// first burst does not read as a huge rate) or 0.9 times the rate it is
-// accepted at, whichever is lower; but a throttle with 0.4 of the
+// about ln 100 (see suspect): seven refusals in a row, or half refused
+// over about twenty answers; three in a row for a new key. A refusal now
+// and then, or refusals at random up to a quarter or so, are retried as
+// without a Pacer, cheaper than paced. It engages the key at 0.7 times
+// the rate the fleet was sending at (over a tenth of a second at least
+// for a burst's share, so that slow start's first burst does not read as
+// a huge rate) or 0.9 times the rate it is accepted at, whichever is
+// lower; but a throttle with 0.4 of the
 // bucket's answers or fewer refused (the server answering a quarter of
 // the attempts or more) is no such burst: the fleet is near the server's
 // capacity or refused at random, its rate is read over a millisecond at
