@@ -548,3 +548,23 @@ func TestPacerSheddingBurstAnsweredAtOnce(t *testing.T) {
 		assert.Less(t, with[90], without[90]*3/2, "shed %v: p90 %v against %v without a Pacer", shed, with[90], without[90])
 	}
 }
+
+// A share just over shedMaxShare refused at random does not ratchet the
+// rate down to MinRate. At 40 % shed, every chain's share of all its
+// outcomes was a little over 0.4 about half the time, so the test ended
+// undecided after shedMaxRefusals refusals and cut, and the next chain
+// began lower. These seeds took 2.5 to 41 minutes for what takes 6 s
+// without a Pacer (a queue at 1000/s came down to 1.5/s); below a
+// quarter of the rate the key engaged from, a share up to collapseShare
+// may be found independent now (see shedding.maxShare).
+func TestPacerFortyPercentSheddingDoesNotCollapse(t *testing.T) {
+	for _, tc := range []struct {
+		adapt Adapt
+		seed  uint64
+	}{{AdaptCubic, 201}, {AdaptCubic, 239}, {AdaptAIMD, 97}, {AdaptAIMD, 201}, {AdaptAIMD, 239}} {
+		p := &Pacer{InitialWindow: -1, Adapt: tc.adapt}
+		srv := &simServer{shed: 0.4, rnd: rand.New(rand.NewPCG(tc.seed, 77))}
+		end, _, _ := simRun(t, p, srv, pacerEpoch, 1000, 6000)
+		assert.Less(t, end.Sub(pacerEpoch), 10*time.Second, "a%d, seed %d: 6 s of attempts shed 40 %% at random", tc.adapt, tc.seed)
+	}
+}
