@@ -99,12 +99,12 @@ const (
 	// after shedMaxRefusals undecided, the chain is a limit's. A share is
 	// clearly higher or lower than another when a binomial test says so
 	// at shedSignificance.
-	shedMaxShare     = 0.4
+	shedMaxShare = 0.4
 	// Below collapseDepth of the rate the key engaged from, a share of
 	// every outcome up to collapseShare may be found independent of
 	// the rate (see shedding.maxShare).
-	collapseDepth = 0.25
-	collapseShare = 0.5
+	collapseDepth    = 0.25
+	collapseShare    = 0.5
 	shedLowRate      = 0.7
 	shedMinRefusals  = 3
 	shedMaxRefusals  = 4 * shedMinRefusals
