@@ -262,7 +262,8 @@ const (
 // below what a limit accepted at that rate (0.9 of it, no lower than
 // half the rate), where a limit's share falls, and only a share as high
 // again there (at least what the first may have been, less two standard
-// errors; and the share of every outcome so far at most 0.4) shows the
+// errors; and the share of every outcome so far at most 0.4, or 0.5
+// below a quarter of the rate the key engaged from) shows the
 // refusals not to depend on the rate. A share clearly
 // higher or lower than the first (by a binomial test at 1 %), or
 // undecided after twelve refusals, is a limit's: the chain ends, and
