@@ -1894,8 +1894,9 @@ func (sh *shedding) test(s *keyState, now time.Time) int {
 // shed at random, every chain's share was a little over 0.4 about half
 // the time, ended undecided after shedMaxRefusals refusals, and cut, and
 // the next chain began lower: a queue at 1000/s came down to 1.5/s within
-// 23 s, and its 6000 attempts took 40 minutes (simulated; 4 of 300 runs
-// over 10 s with CUBIC, 15 with AIMD). So far below its origin, a limit's
+// 23 s, and its 6000 attempts took 40 minutes (simulated; before this
+// bound, 4 of 300 runs over 10 s with CUBIC, 15 with AIMD; now 0 and 5).
+// So far below its origin, a limit's
 // share is a burst's, near 1, or small. The caller holds s.mu.
 func (sh *shedding) maxShare(s *keyState) float64 {
 	if sh.origin > 0 && s.rate.fill < collapseDepth*sh.origin {

@@ -189,7 +189,7 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 			// which is a probe's, no forecast: the first success
 			// restarts the key. Ask again until the hold ends, or
 			// until ctx does.
-			if err := p.doSleep(ctx, heldPoll/2+rand.N(heldPoll/2+1)); err != nil {
+			if err := p.doSleep(ctx, spread(heldPoll)); err != nil {
 				return nil, err
 			}
 			continue
@@ -577,11 +577,14 @@ func (p *Pacer) doSleep(ctx context.Context, d time.Duration) error {
 
 // pollInterval is how long an attempt waits for a slot of slow start
 // before it asks again, the polls-th time: from slotPoll, doubling up to
-// slotPollMax, each drawn at random from half to all of it, so that the
-// fleet's waiters do not ask Redis together.
+// slotPollMax, spread.
 func pollInterval(polls int) time.Duration {
-	d := slotPoll << min(polls, 8)
-	d = min(d, slotPollMax)
+	return spread(min(slotPoll<<min(polls, 8), slotPollMax))
+}
+
+// spread draws a wait at random from half to all of d, so that the
+// fleet's waiters do not ask Redis together.
+func spread(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 

@@ -622,6 +622,12 @@ end
 local function sendingRate(floor)
   return math.max(measured, math.max(sent, ok + refused) / math.max(span, floor))
 end
+-- aim sets the curve that growth climbs from the rate new back to top:
+-- top (wmax), from when (cut), and the seconds it takes (win), CUBIC's
+-- (drop / (0.15 × top))^(1/3).
+local function aim(top, new)
+  wmax, cut, win = top, now, (math.max(top - new, 0) / (0.15 * top)) ^ (1 / 3)
+end
 local function cutRate()
   strike = 0
   local base, fs = rate, 1
@@ -682,9 +688,9 @@ local function cutRate()
     new, holding = 0.25 * oBase, 1
   end
   new = math.max(new, minRate)
-  win = (math.max(base - new, 0) / (0.15 * base)) ^ (1 / 3)
   if rate == 0 then engage() else drain() end
-  wmax, cut, gen, rate, ss = base, now, gen + 1, new, 0
+  aim(base, new)
+  gen, rate, ss = gen + 1, new, 0
 end
 
 -- outageOver: whether a success ends an outage: two cuts or more since
@@ -724,7 +730,8 @@ local function resume()
   local new = 0.9 * r
   if new <= rate then return end
   drain()
-  wmax, cut, win, rate = r, now, ((r - new) / (0.15 * r)) ^ (1 / 3), math.max(new, minRate)
+  aim(r, new)
+  rate = math.max(new, minRate)
 end
 -- restart forgets what the key learned: after an outage the rate its
 -- refusals cut to says nothing of the server that answers again, and
