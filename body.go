@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 	"sync"
-	"time"
 )
 
 // errBodyNotReplayable is what a reader returns once the bytes it would
@@ -409,39 +410,46 @@ func (r *replayReader) Close() error {
 	return nil
 }
 
-// keep reads the body of a response that may yet be returned into memory,
-// whole, up to limit bytes and within timeout, and closes it, so that its
-// connection is reused as after drain. It returns resp with the body in
-// memory, or nil (resp closed) when the body was longer or slower than
-// that.
-func keep(resp *http.Response, limit int64, timeout time.Duration) *http.Response {
-	body := resp.Body
-	if body == nil || body == http.NoBody {
-		return resp
+// checkContentLength refuses, before anything is sent, an in-memory body
+// whose length contradicts the request's ContentLength: net/http would
+// refuse it over HTTP/1.1 after sending the headers, and send it malformed
+// over HTTP/2, and no retry would change it. Other bodies are checked as
+// they are read (see replayBody.checkLength).
+func checkContentLength(req *http.Request) error {
+	if req.ContentLength <= 0 {
+		return nil // no body, or a length net/http learns by reading
 	}
-	stop := time.AfterFunc(timeout, func() { body.Close() })
-	b, err := io.ReadAll(io.LimitReader(body, limit+1))
-	stop.Stop()
-	body.Close()
-	if err != nil || int64(len(b)) > limit {
+	var n int
+	switch b := inMemory(req.Body).(type) {
+	case *bytes.Reader:
+		n = b.Len()
+	case *strings.Reader:
+		n = b.Len()
+	case *bytes.Buffer:
+		n = b.Len()
+	default:
 		return nil
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(b))
-	return resp
+	if int64(n) != req.ContentLength {
+		return fmt.Errorf("retry: request body has %d bytes, but its ContentLength is %d", n, req.ContentLength)
+	}
+	return nil
 }
 
-// drain reads and discards up to limit bytes of a response body that will
-// not be returned, then closes it, so its connection can be reused
-// (net/http reuses a connection only after its body was read to EOF). A body
-// that trickles is closed after timeout; one longer than limit is closed
-// unread, which costs its connection but bounds the work.
-func drain(body io.ReadCloser, limit int64, timeout time.Duration) {
-	if body == nil || body == http.NoBody {
-		return
+// The types io.NopCloser returns, which http.NewRequest wraps its bodies in.
+var (
+	nopCloserType         = reflect.TypeOf(io.NopCloser(nil))
+	nopCloserWriterToType = reflect.TypeOf(io.NopCloser(strings.NewReader("")))
+)
+
+// inMemory returns the reader inside body when body is io.NopCloser's
+// wrapper (as net/http's own isKnownInMemoryReader looks through it), or
+// body itself.
+func inMemory(body io.Reader) io.Reader {
+	if t := reflect.TypeOf(body); t == nopCloserType || t == nopCloserWriterToType {
+		if r, ok := reflect.ValueOf(body).Field(0).Interface().(io.Reader); ok {
+			return r
+		}
 	}
-	stop := time.AfterFunc(timeout, func() { body.Close() })
-	_, _ = io.CopyN(io.Discard, body, limit)
-	if stop.Stop() {
-		body.Close()
-	}
+	return body
 }

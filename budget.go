@@ -5,6 +5,22 @@ import (
 	"sync/atomic"
 )
 
+// Budget limits retries across requests: when retries fail everywhere it
+// refuses them, so that clients stop multiplying the load on a struggling
+// server. [TokenBucket] is the one this package provides. Implementations
+// must be safe for concurrent use, must not block, and should make Success
+// cheap: it is called on every successful request.
+type Budget interface {
+	// AllowRetry reports whether a retry after an outcome of class c may
+	// be made, and takes its cost when it may.
+	AllowRetry(c Class) bool
+	// Success records an attempt that succeeded. retried is the class
+	// of the outcome that attempt was a retry of, or Undecided when it
+	// was the first attempt, so a budget can give a retry that worked
+	// its cost back.
+	Success(retried Class)
+}
+
 // Defaults of a [TokenBucket] whose fields are zero. They are the AWS SDK's
 // retry quota (500 tokens, a retry costs 5, a timeout 10, a success returns
 // 1 and a retry that succeeds gets its cost back), with the timeout's price

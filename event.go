@@ -2,8 +2,6 @@ package retry
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -132,35 +130,6 @@ func (r StopReason) Label() string {
 // count of give-ups should not count it.
 func (r StopReason) GaveUp() bool {
 	return r != StopNone && r != StopPermanent
-}
-
-// Error is the error RoundTrip returns when the last attempt failed with an
-// error. It wraps that error, so [errors.Is] and [errors.As] see it,
-// also through the [*url.Error] an [http.Client] adds.
-type Error struct {
-	// Attempts is the number of attempts made.
-	Attempts int
-	// Reason is why no further attempt was made.
-	Reason StopReason
-	// Err is the last attempt's error.
-	Err error
-}
-
-func (e *Error) Error() string {
-	s := "s"
-	if e.Attempts == 1 {
-		s = ""
-	}
-	return fmt.Sprintf("retry: giving up after %d attempt%s (%v): %v", e.Attempts, s, e.Reason, e.Err)
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
-// Timeout reports whether the last error was a timeout, so that
-// [url.Error.Timeout] and [os.IsTimeout]-style checks keep working.
-func (e *Error) Timeout() bool {
-	var t interface{ Timeout() bool }
-	return errors.As(e.Err, &t) && t.Timeout()
 }
 
 // SlogHook returns a hook for [Transport.OnRetry] or [Transport.OnGiveUp]

@@ -64,19 +64,6 @@ func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
 	return f
 }
 
-// quotaExhausted reports the wait a response announces while it still
-// succeeds: an IETF RateLimit field whose quota is spent (r=0), or a
-// RateLimit-Remaining of 0 with its RateLimit-Reset.
-func quotaExhausted(h http.Header, now time.Time) (time.Duration, bool) {
-	if d, ok := rateLimitWait(h["Ratelimit"]); ok {
-		return d, true
-	}
-	if v := h.Get("Ratelimit-Remaining"); v != "" && !quotaRemains(v) {
-		return legacyResetWait(h, now)
-	}
-	return 0, false
-}
-
 // awaitTurn waits for the Pacer's turn of an attempt, after its backoff.
 // When the Pacer refuses, stopped is true, and resp and err are what
 // RoundTrip returns: the last answer when the wait would end past the

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"bytes"
 	"math"
 	"net/http"
 	"net/textproto"
@@ -559,6 +560,92 @@ func FuzzParseRateLimit(f *testing.F) {
 		if i := strings.IndexByte(value, ','); i >= 0 && ok {
 			if got2, ok2 := rateLimitWait([]string{value[:i], value[i+1:]}); ok2 && got2 != got {
 				t.Fatalf("rateLimitWait(%q) = %v, %v but split at the comma %v, %v", value, got, ok, got2, ok2)
+			}
+		}
+	})
+}
+
+// serverWaitNames are the fields ServerWait reads, in canonical form.
+var serverWaitNames = []string{
+	"Retry-After", "X-Amz-Retry-After", "Retry-After-Ms", "X-Ms-Retry-After-Ms", "Ratelimit",
+	"Ratelimit-Remaining", "Ratelimit-Reset", "X-Ratelimit-Remaining", "X-Ratelimit-Reset",
+}
+
+// FuzzServerWaitHeaders builds a header from fuzzed (field, value) lines
+// over every field ServerWait reads and checks that the wait is never
+// negative, is 0 when none was found, that a valid Retry-After in the first
+// line wins, and otherwise that the wait is at least each well-formed
+// millisecond field's: the longest wait honours them all.
+func FuzzServerWaitHeaders(f *testing.F) {
+	f.Add([]byte("\x00120\n\x021500\n\x035"), uint8(0), int64(1735787105))
+	f.Add([]byte("\x00soon\n\x022000\n\x04\"p\";r=0;t=30\n\x0699999999999999999999"), uint8(1), int64(1735787105))
+	f.Add([]byte("\x02-1\n\x03 250 \n\x0799\n\x080.5\n\x051"), uint8(2), int64(0))
+	f.Add([]byte("\x04\"a\";r=0;t=5\n\x04x;\n\x01\t7\t"), uint8(3), int64(1<<33))
+	f.Fuzz(func(t *testing.T, lines []byte, format uint8, nowUnix int64) {
+		now := time.Unix(nowUnix%(1<<40), 0)
+		h := make(http.Header)
+		for _, line := range bytes.Split(lines, []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			name := serverWaitNames[int(line[0])%len(serverWaitNames)]
+			h[name] = append(h[name], string(line[1:]))
+		}
+		xReset := ResetFormat(format % 5) // 4 is not a format: ignored
+		got, ok := ServerWait(h, now, xReset)
+		if again, ok2 := ServerWait(h, now, xReset); again != got || ok2 != ok {
+			t.Fatalf("ServerWait(%q) = %v, %v, then %v, %v", h, got, ok, again, ok2)
+		}
+		if got < 0 || !ok && got != 0 {
+			t.Fatalf("ServerWait(%q) = %v, %v; want a non-negative wait, 0 when not ok", h, got, ok)
+		}
+		if d, raOK := ParseRetryAfter(h.Get("Retry-After"), now); raOK {
+			if got != d || !ok {
+				t.Fatalf("ServerWait(%q) = %v, %v; want Retry-After's %v, true", h, got, ok, d)
+			}
+			return
+		}
+		for _, name := range []string{"X-Amz-Retry-After", "Retry-After-Ms", "X-Ms-Retry-After-Ms"} {
+			if n, valid := parseDigits(trimFieldOWS(h.Get(name))); valid && (!ok || got < millisWait(n)) {
+				t.Fatalf("ServerWait(%q) = %v, %v; want at least %s's %v", h, got, ok, name, millisWait(n))
+			}
+		}
+	})
+}
+
+// FuzzRetryAfterDates writes now+ahead (whole seconds, up to 49 years
+// ahead or behind) in each of the three HTTP-date forms and checks that
+// ParseRetryAfter reads each back as the same wait: ahead, or 0 for a date
+// in the past. RFC 850's two-digit year is read within 50 years of now.
+func FuzzRetryAfterDates(f *testing.F) {
+	f.Add(int64(1735787105), int64(90))
+	f.Add(int64(1735787105), int64(-3600))
+	f.Add(int64(946684799), int64(1))               // a second before 2000
+	f.Add(int64(4102444799), int64(86400))          // the end of 2099
+	f.Add(int64(1735787105), int64(49*365*86400))   // 49 years ahead
+	f.Add(int64(1735787105), int64(-49*365*86400))  // 49 years behind
+	f.Add(int64(253402300799-86400), int64(3*3600)) // near the end of year 9999
+	f.Fuzz(func(t *testing.T, nowUnix, ahead int64) {
+		const maxAhead = 49 * 365 * 86400 // RFC 850 dates are unambiguous within 50 years
+		nowUnix = nowUnix % 253402300799  // up to the end of year 9999
+		if nowUnix < 0 {
+			nowUnix = -nowUnix
+		}
+		ahead = ahead % maxAhead
+		now := time.Unix(nowUnix, 0).UTC()
+		when := now.Add(time.Duration(ahead) * time.Second)
+		if when.Year() > 9999 || when.Year() < 1000 {
+			return // not a four-digit year: no HTTP-date can say it
+		}
+		want := max(when.Sub(now), 0)
+		for _, layout := range []string{http.TimeFormat, time.RFC850, time.ANSIC} {
+			v := when.Format(layout)
+			if layout == time.RFC850 {
+				v = when.Format("Monday, 02-Jan-06 15:04:05 GMT")
+			}
+			got, ok := ParseRetryAfter(v, now)
+			if !ok || got != want {
+				t.Errorf("ParseRetryAfter(%q, %v) = %v, %v; want %v, true", v, now, got, ok, want)
 			}
 		}
 	})

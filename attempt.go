@@ -1,0 +1,150 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"time"
+)
+
+// attemptRequest builds the request of one attempt: a shallow clone of the
+// caller's with its own context, body and, where needed, headers and trace.
+// The attempt returned must be released unless its response is returned
+// (see attempt.keepAlive).
+func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, attempt, error) {
+	t, req := r.t, r.req
+	var a attempt
+	ctx = context.WithValue(ctx, attemptKey{}, n)
+	// An unsafe request without a body needs a context of its own for
+	// the trace to end, should the base begin to send it again by itself:
+	// net/http replays such a request without GetBody, and one with a body
+	// only with GetBody, which its attempts do not carry.
+	stoppable := !r.safe && (req.Body == nil || req.Body == http.NoBody)
+	if t.AttemptTimeout > 0 || stoppable {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		a.cancel = cancel
+		if t.AttemptTimeout > 0 {
+			// A timer rather than a deadline, so that it can be stopped
+			// when the response is returned: the timeout bounds the
+			// attempt, not the caller's reading of the body.
+			a.timer = time.AfterFunc(t.AttemptTimeout, func() { cancel(ErrAttemptTimeout) })
+		}
+	}
+	if !r.safe {
+		// Only a request that is unsafe to replay needs to know whether
+		// it was written, and to stop the base from sending it again on
+		// its own: an idempotent one is retried either way.
+		a.trace = newWriteTrace(a.cancel)
+		ctx = httptrace.WithClientTrace(ctx, &a.trace.hooks)
+	}
+	areq := req.WithContext(ctx)
+	if !r.safe {
+		// net/http's HTTP/2 code replays a request it can rewind after a
+		// PROTOCOL_ERROR reset, which the server may have processed.
+		// Without GetBody, an unsafe request with a body is sent by this
+		// package's rules alone; one without a body, which net/http
+		// replays without GetBody, is stopped by the trace.
+		areq.GetBody = nil
+	}
+	if t.AttemptHeader != "" {
+		areq.Header = req.Header.Clone()
+		if areq.Header == nil {
+			areq.Header = make(http.Header)
+		}
+		areq.Header.Set(t.AttemptHeader, strconv.Itoa(n))
+	}
+	switch {
+	case r.body != nil:
+		body, err := r.body.reader(true)
+		if err != nil {
+			a.release()
+			return nil, a, err
+		}
+		areq.Body, areq.GetBody = body, nil
+		if r.safe {
+			areq.GetBody = r.body.getBody
+		}
+	case n > 1 && req.GetBody != nil && req.Body != nil && req.Body != http.NoBody:
+		body, err := req.GetBody()
+		if err != nil {
+			a.release()
+			return nil, a, fmt.Errorf("retry: GetBody: %w", err)
+		}
+		areq.Body = body
+	}
+	return areq, a, nil
+}
+
+// attempt holds what one attempt needs released: its context's cancel and
+// timeout, and its write trace. All are nil when the attempt has no
+// timeout and is safe to replay.
+type attempt struct {
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+	trace  *writeTrace
+}
+
+// release ends the attempt's context and timer.
+func (a attempt) release() {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	if a.cancel != nil {
+		a.cancel(errAttemptDone)
+	}
+}
+
+// errAttemptDone is the cause of an attempt's context once the Transport
+// is done with the attempt.
+var errAttemptDone = errors.New("retry: attempt done")
+
+// cause returns the error an attempt's base transport returned, or, when
+// the attempt's own context (not the caller's) ended it, that context's
+// cause: net/http returns the cause over HTTP/1.1 but the bare
+// context.Canceled or DeadlineExceeded over HTTP/2, and an attempt's error
+// should not depend on the protocol.
+func (a attempt) cause(parent, actx context.Context, err error) error {
+	if a.cancel == nil || actx.Err() == nil || parent.Err() != nil {
+		return err
+	}
+	if cause := context.Cause(actx); !errors.Is(err, cause) {
+		return cause
+	}
+	return err
+}
+
+// keepAlive returns resp. The attempt's timeout stops here: it bounded the
+// wait for the response, not the caller's reading of it. Its context is
+// released when the body is closed rather than now, so the caller can still
+// read the body.
+func (a attempt) keepAlive(resp *http.Response) *http.Response {
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	if a.cancel == nil {
+		return resp
+	}
+	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
+		a.release()
+		return resp
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: a.cancel}
+	return resp
+}
+
+// cancelOnClose releases an attempt's context when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (b *cancelOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel(errAttemptDone)
+	return err
+}

@@ -1,0 +1,63 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Error is the error RoundTrip returns when the last attempt failed with an
+// error. It wraps that error, so [errors.Is] and [errors.As] see it,
+// also through the [*url.Error] an [http.Client] adds.
+type Error struct {
+	// Attempts is the number of attempts made.
+	Attempts int
+	// Reason is why no further attempt was made.
+	Reason StopReason
+	// Err is the last attempt's error.
+	Err error
+}
+
+func (e *Error) Error() string {
+	s := "s"
+	if e.Attempts == 1 {
+		s = ""
+	}
+	return fmt.Sprintf("retry: giving up after %d attempt%s (%v): %v", e.Attempts, s, e.Reason, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Timeout reports whether the last error was a timeout, so that
+// [url.Error.Timeout] and [os.IsTimeout]-style checks keep working.
+func (e *Error) Timeout() bool {
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}
+
+// ErrAttemptTimeout is the cause the [Transport] gives the context of an
+// attempt it limits in time,
+//
+//	ctx, cancel := context.WithTimeoutCause(req.Context(), d, ErrAttemptTimeout)
+//
+// so that [DefaultClassifier] tells the attempt's deadline from the
+// caller's. An error outcome whose Request has a context that ended is the
+// caller's, and [Permanent], unless the context's cause is
+// ErrAttemptTimeout: then the attempt timed out, which is [Transient], or
+// [Unsent] when nothing was written. net/http returns the cause itself as
+// the attempt's error.
+//
+// ErrAttemptTimeout is a [net.Error] whose Timeout method reports true, and
+// errors.Is(ErrAttemptTimeout, context.DeadlineExceeded) is true, as for
+// net/http's own timeouts.
+var ErrAttemptTimeout error = attemptTimeoutError{}
+
+type attemptTimeoutError struct{}
+
+func (attemptTimeoutError) Error() string { return "retry: attempt timed out" }
+
+func (attemptTimeoutError) Timeout() bool { return true }
+
+func (attemptTimeoutError) Temporary() bool { return true }
+
+func (attemptTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }

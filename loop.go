@@ -1,0 +1,291 @@
+package retry
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// roundTrip is the state of one call to RoundTrip.
+type roundTrip struct {
+	t    *Transport
+	c    *config
+	req  *http.Request
+	safe bool
+	body *replayBody // nil unless the body is buffered for replay
+
+	prev time.Duration // the wait slept before the current attempt
+	turn Turn          // the Pacer's turn of the current attempt; nil without a Pacer
+	// kept is the last response, its body read into memory, while the
+	// next attempt waits for the Pacer; keptClass is its class.
+	kept      *http.Response
+	keptClass Class
+	retried   Class // the outcome the current attempt retries; Undecided for the first
+
+	// For the hooks: what they report of the call so far. Times are
+	// measured only when a hook is set (timed).
+	timed  bool
+	start  time.Time     // when RoundTrip began
+	waited time.Duration // time spent between attempts: backoff, server waits, pacing
+	took   time.Duration // how long the last attempt sent took
+	sent   int           // attempts handed to the base transport
+	end    Class         // the last outcome's class
+	reason StopReason    // why no further attempt was made; StopNone on success
+}
+
+func (r *roundTrip) run() (*http.Response, error) {
+	req := r.req
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	if hasBody && req.GetBody == nil && r.c.maxAttempts > 1 {
+		r.body = newReplayBody(req.Body, req.ContentLength, r.c.maxBuffered)
+		r.body.abortOn(req.Context())
+		defer r.body.finish()
+	}
+	ctx := req.Context()
+	for attempt := 1; ; attempt++ {
+		if r.t.Pacer != nil {
+			if stopped, resp, err := r.awaitTurn(ctx, attempt); stopped {
+				return resp, err
+			}
+		}
+		areq, a, err := r.attemptRequest(ctx, attempt)
+		if err != nil {
+			// GetBody failed: nothing was sent for this attempt.
+			r.unpace()
+			return nil, r.giveUp(attempt-1, Permanent, nil, err, StopBody)
+		}
+		o, class := r.send(ctx, areq, a, attempt)
+		r.paced(o, class)
+		if class == Success {
+			if b := r.c.budget; b != nil {
+				b.Success(r.retried)
+			}
+			r.end = Success
+			return a.keepAlive(o.Response), nil
+		}
+
+		delay, fromServer, stop := r.next(ctx, o, class)
+		if stop != StopNone {
+			if o.Err != nil {
+				a.release()
+				return nil, r.giveUp(attempt, class, nil, o.Err, stop)
+			}
+			r.giveUp(attempt, class, o.Response, nil, stop)
+			return a.keepAlive(o.Response), nil
+		}
+		if h := r.t.OnRetry; h != nil {
+			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
+		}
+		r.discard(o, class)
+		a.release()
+		if err := r.timedWait(ctx, delay); err != nil {
+			return nil, r.giveUp(attempt, class, nil, err, StopCanceled)
+		}
+		r.prev = delay
+	}
+}
+
+// send sends the attempt areq through the base transport and returns its
+// outcome and class.
+func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n int) (Outcome, Class) {
+	var sent time.Time
+	if r.timed {
+		sent = r.now()
+	}
+	r.sent++
+	resp, err := r.c.base.RoundTrip(areq)
+	if r.timed {
+		r.took = r.now().Sub(sent)
+	}
+	o := Outcome{Request: areq, Response: resp, Err: err, Attempt: n, Wrote: a.trace.state()}
+	if err == nil {
+		return o, r.classify(o)
+	}
+	o.Response = nil
+	if resp != nil && resp.Body != nil {
+		resp.Body.Close() // a RoundTripper that broke its contract
+	}
+	o.Err = a.cause(ctx, areq.Context(), err)
+	class := r.classify(o)
+	if r.body != nil {
+		if lerr := r.body.mismatch(); lerr != nil {
+			// The caller's body contradicts its ContentLength, which no
+			// attempt will change.
+			o.Err, class = fmt.Errorf("%w (%w)", lerr, o.Err), Permanent
+		}
+	}
+	return o, class
+}
+
+// classify asks the Transport's classifier, then the default one.
+// A classifier's answer that cannot be acted on safely is taken as
+// Permanent: a success without a response (RoundTrip must return one or
+// an error), a class this package does not know, or no answer at all.
+func (r *roundTrip) classify(o Outcome) Class {
+	class := Undecided
+	if cl := r.c.classifier; cl != nil {
+		class = cl(o)
+	}
+	if class == Undecided {
+		class = DefaultClassifier(o)
+	}
+	switch {
+	case class > Unsent || class == Undecided:
+		return Permanent
+	case class == Success && o.Response == nil:
+		return Permanent
+	}
+	return class
+}
+
+// next decides whether a failed attempt is retried, and after what wait.
+func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay time.Duration, fromServer bool, stop StopReason) {
+	switch {
+	case ctx.Err() != nil:
+		return 0, false, StopCanceled
+	case class == Permanent: // classify never answers Undecided
+		return 0, false, StopPermanent
+	case class == Transient && !r.safe:
+		return 0, false, StopUnsafe
+	case o.Attempt >= r.c.maxAttempts:
+		return 0, false, StopAttempts
+	case r.body != nil && !r.body.replayable():
+		return 0, false, StopBody
+	}
+	delay = r.c.backoff.Delay(o.Attempt, r.prev, r.random())
+	delay = max(delay, 0)
+	now := r.now()
+	if o.Response != nil {
+		// RFC 9110 §10.2.3: Retry-After says how long the client ought to
+		// wait; the backoff may choose longer, never shorter.
+		if sw, ok := ServerWait(o.Response.Header, now, r.t.RateLimitReset); ok {
+			if sw > r.c.maxRetryAfter {
+				return 0, false, StopServerWait
+			}
+			if sw > delay {
+				delay, fromServer = sw, true
+			}
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok && delay > dl.Sub(now) {
+		return 0, false, StopDeadline
+	}
+	if b := r.c.budget; b != nil && !b.AllowRetry(class) {
+		return 0, false, StopBudget
+	}
+	if r.body != nil && !r.body.retire() {
+		// The last attempt's writer, which net/http lets run on, took the
+		// body past MaxBufferedBody since the check above. (The budget's
+		// token is spent: refusing the retry after cutting the writer off
+		// would break the response returned instead.)
+		return 0, false, StopBody
+	}
+	r.retried = class
+	return delay, fromServer, StopNone
+}
+
+// discard disposes of the response of an outcome that is retried:
+// drained and closed, so that its connection is reused; with a Pacer,
+// kept in memory too, in case the Pacer refuses the retry's wait for the
+// deadline (see awaitTurn).
+func (r *roundTrip) discard(o Outcome, class Class) {
+	switch {
+	case o.Response != nil && r.t.Pacer != nil:
+		r.kept, r.keptClass = keep(o.Response, drainLimit, drainTimeout), class
+	case o.Response != nil:
+		drain(o.Response.Body, drainLimit, drainTimeout)
+	}
+}
+
+// giveUp reports a final failure to the OnGiveUp hook and, when it ended
+// on an error, returns the error RoundTrip returns.
+func (r *roundTrip) giveUp(attempts int, class Class, resp *http.Response, err error, stop StopReason) error {
+	r.end, r.reason = class, stop
+	if h := r.t.OnGiveUp; h != nil {
+		h(r.event(attempts, class, resp, err, 0, false, stop))
+	}
+	if err == nil {
+		return nil
+	}
+	return &Error{Attempts: attempts, Reason: stop, Err: err}
+}
+
+func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err error, delay time.Duration, fromServer bool, stop StopReason) Event {
+	e := Event{Request: r.req, Attempt: attempt, Class: class, Err: err, Delay: delay, FromServer: fromServer, Reason: stop}
+	if attempt == r.sent {
+		e.Duration = r.took // the attempt that failed is the last one sent
+	}
+	if resp != nil {
+		e.StatusCode = resp.StatusCode
+	}
+	return e
+}
+
+// summary is what the OnDone hook is told of the call that returns resp
+// and err.
+func (r *roundTrip) summary(resp *http.Response, err error) Summary {
+	s := Summary{Request: r.req, Attempts: r.sent, Wait: r.waited, Class: r.end, Reason: r.reason, Err: err}
+	if r.timed {
+		s.Elapsed = r.now().Sub(r.start)
+	}
+	if resp != nil {
+		s.StatusCode = resp.StatusCode
+	}
+	return s
+}
+
+func (r *roundTrip) now() time.Time {
+	if r.t.now != nil {
+		return r.t.now()
+	}
+	return time.Now()
+}
+
+func (r *roundTrip) random() float64 {
+	if r.t.rand != nil {
+		return r.t.rand()
+	}
+	return rand.Float64()
+}
+
+func (r *roundTrip) wait(ctx context.Context, d time.Duration) error {
+	if r.t.sleep != nil {
+		return r.t.sleep(ctx, d)
+	}
+	return sleep(ctx, d)
+}
+
+// timedWait is wait, adding the time waited to r.waited when a hook wants
+// it.
+func (r *roundTrip) timedWait(ctx context.Context, d time.Duration) error {
+	if !r.timed {
+		return r.wait(ctx, d)
+	}
+	start := r.now()
+	err := r.wait(ctx, d)
+	r.waited += r.now().Sub(start)
+	return err
+}
+
+// sleep waits for d or until ctx is done. A zero d creates no timer.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+func closeRequestBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
