@@ -16,7 +16,7 @@ import (
 // The attempt returned must be released unless its response is returned
 // (see attempt.keepAlive).
 func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, attempt, error) {
-	t, req := r.t, r.req
+	req := r.req
 	var a attempt
 	ctx = context.WithValue(ctx, attemptKey{}, n)
 	// An unsafe request without a body needs a context of its own for
@@ -24,15 +24,15 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 	// net/http replays such a request without GetBody, and one with a body
 	// only with GetBody, which its attempts do not carry.
 	stoppable := !r.safe && (req.Body == nil || req.Body == http.NoBody)
-	if t.AttemptTimeout > 0 || stoppable {
+	if r.s.attemptTimeout > 0 || stoppable {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		a.cancel = cancel
-		if t.AttemptTimeout > 0 {
+		if r.s.attemptTimeout > 0 {
 			// A timer rather than a deadline, so that it can be stopped
 			// when the response is returned: the timeout bounds the
 			// attempt, not the caller's reading of the body.
-			a.timer = time.AfterFunc(t.AttemptTimeout, func() { cancel(ErrAttemptTimeout) })
+			a.timer = time.AfterFunc(r.s.attemptTimeout, func() { cancel(ErrAttemptTimeout) })
 		}
 	}
 	if !r.safe {
@@ -51,12 +51,12 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 		// replays without GetBody, is stopped by the trace.
 		areq.GetBody = nil
 	}
-	if t.AttemptHeader != "" {
+	if r.s.attemptHeader != "" {
 		areq.Header = req.Header.Clone()
 		if areq.Header == nil {
 			areq.Header = make(http.Header)
 		}
-		areq.Header.Set(t.AttemptHeader, strconv.Itoa(n))
+		areq.Header.Set(r.s.attemptHeader, strconv.Itoa(n))
 	}
 	switch {
 	case r.body != nil:

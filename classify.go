@@ -207,6 +207,12 @@ func classifyError(o Outcome) Class {
 		// before the connection, so nothing was sent.
 		return Unsent
 	}
+	if pe, ok := errors.AsType[*ProxyConnectError](err); ok {
+		if c := classifyStatus(pe.StatusCode); c == Throttled || c == Transient {
+			return Unsent // the proxy could not reach the server, or is overloaded
+		}
+		return Permanent // the proxy's authentication or policy refusal
+	}
 	if failedToConnect(err) {
 		return Unsent // no connection, so no request
 	}

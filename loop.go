@@ -3,15 +3,13 @@ package retry
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"time"
 )
 
 // roundTrip is the state of one call to RoundTrip.
 type roundTrip struct {
-	t    *Transport
-	c    *config
+	s    *settings
 	req  *http.Request
 	safe bool
 	body *replayBody // nil unless the body is buffered for replay
@@ -38,14 +36,14 @@ type roundTrip struct {
 func (r *roundTrip) run() (*http.Response, error) {
 	req := r.req
 	hasBody := req.Body != nil && req.Body != http.NoBody
-	if hasBody && req.GetBody == nil && r.c.maxAttempts > 1 {
-		r.body = newReplayBody(req.Body, req.ContentLength, r.c.maxBuffered)
+	if hasBody && req.GetBody == nil && r.s.maxAttempts > 1 {
+		r.body = newReplayBody(req.Body, req.ContentLength, r.s.maxBuffered)
 		r.body.abortOn(req.Context())
 		defer r.body.finish()
 	}
 	ctx := req.Context()
 	for attempt := 1; ; attempt++ {
-		if r.t.Pacer != nil {
+		if r.s.pacer != nil {
 			if stopped, resp, err := r.awaitTurn(ctx, attempt); stopped {
 				return resp, err
 			}
@@ -59,7 +57,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		o, class := r.send(ctx, areq, a, attempt)
 		r.paced(o, class)
 		if class == Success {
-			if b := r.c.budget; b != nil {
+			if b := r.s.budget; b != nil {
 				b.Success(r.retried)
 			}
 			r.end = Success
@@ -75,7 +73,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			r.giveUp(attempt, class, o.Response, nil, stop)
 			return a.keepAlive(o.Response), nil
 		}
-		if h := r.t.OnRetry; h != nil {
+		if h := r.s.onRetry; h != nil {
 			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
 		}
 		r.discard(o, class)
@@ -92,12 +90,12 @@ func (r *roundTrip) run() (*http.Response, error) {
 func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n int) (Outcome, Class) {
 	var sent time.Time
 	if r.timed {
-		sent = r.now()
+		sent = r.s.now()
 	}
 	r.sent++
-	resp, err := r.c.base.RoundTrip(areq)
+	resp, err := r.s.base.RoundTrip(areq)
 	if r.timed {
-		r.took = r.now().Sub(sent)
+		r.took = r.s.now().Sub(sent)
 	}
 	o := Outcome{Request: areq, Response: resp, Err: err, Attempt: n, Wrote: a.trace.state()}
 	if err == nil {
@@ -125,7 +123,7 @@ func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n i
 // an error), a class this package does not know, or no answer at all.
 func (r *roundTrip) classify(o Outcome) Class {
 	class := Undecided
-	if cl := r.c.classifier; cl != nil {
+	if cl := r.s.classifier; cl != nil {
 		class = cl(o)
 	}
 	if class == Undecided {
@@ -149,19 +147,19 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		return 0, false, StopPermanent
 	case class == Transient && !r.safe:
 		return 0, false, StopUnsafe
-	case o.Attempt >= r.c.maxAttempts:
+	case o.Attempt >= r.s.maxAttempts:
 		return 0, false, StopAttempts
 	case r.body != nil && !r.body.replayable():
 		return 0, false, StopBody
 	}
-	delay = r.c.backoff.Delay(o.Attempt, r.prev, r.random())
+	delay = r.s.backoff.Delay(o.Attempt, r.prev, r.s.rand())
 	delay = max(delay, 0)
-	now := r.now()
+	now := r.s.now()
 	if o.Response != nil {
 		// RFC 9110 §10.2.3: Retry-After says how long the client ought to
 		// wait; the backoff may choose longer, never shorter.
-		if sw, ok := ServerWait(o.Response.Header, now, r.t.RateLimitReset); ok {
-			if sw > r.c.maxRetryAfter {
+		if sw, ok := ServerWait(o.Response.Header, now, r.s.rateLimitReset); ok {
+			if sw > r.s.maxRetryAfter {
 				return 0, false, StopServerWait
 			}
 			if sw > delay {
@@ -172,7 +170,7 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 	if dl, ok := ctx.Deadline(); ok && delay > dl.Sub(now) {
 		return 0, false, StopDeadline
 	}
-	if b := r.c.budget; b != nil && !b.AllowRetry(class) {
+	if b := r.s.budget; b != nil && !b.AllowRetry(class) {
 		return 0, false, StopBudget
 	}
 	if r.body != nil && !r.body.retire() {
@@ -192,7 +190,7 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 // deadline (see awaitTurn).
 func (r *roundTrip) discard(o Outcome, class Class) {
 	switch {
-	case o.Response != nil && r.t.Pacer != nil:
+	case o.Response != nil && r.s.pacer != nil:
 		r.kept, r.keptClass = keep(o.Response, drainLimit, drainTimeout), class
 	case o.Response != nil:
 		drain(o.Response.Body, drainLimit, drainTimeout)
@@ -203,7 +201,7 @@ func (r *roundTrip) discard(o Outcome, class Class) {
 // on an error, returns the error RoundTrip returns.
 func (r *roundTrip) giveUp(attempts int, class Class, resp *http.Response, err error, stop StopReason) error {
 	r.end, r.reason = class, stop
-	if h := r.t.OnGiveUp; h != nil {
+	if h := r.s.onGiveUp; h != nil {
 		h(r.event(attempts, class, resp, err, 0, false, stop))
 	}
 	if err == nil {
@@ -228,7 +226,7 @@ func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err err
 func (r *roundTrip) summary(resp *http.Response, err error) Summary {
 	s := Summary{Request: r.req, Attempts: r.sent, Wait: r.waited, Class: r.end, Reason: r.reason, Err: err}
 	if r.timed {
-		s.Elapsed = r.now().Sub(r.start)
+		s.Elapsed = r.s.now().Sub(r.start)
 	}
 	if resp != nil {
 		s.StatusCode = resp.StatusCode
@@ -236,52 +234,16 @@ func (r *roundTrip) summary(resp *http.Response, err error) Summary {
 	return s
 }
 
-func (r *roundTrip) now() time.Time {
-	if r.t.now != nil {
-		return r.t.now()
-	}
-	return time.Now()
-}
-
-func (r *roundTrip) random() float64 {
-	if r.t.rand != nil {
-		return r.t.rand()
-	}
-	return rand.Float64()
-}
-
-func (r *roundTrip) wait(ctx context.Context, d time.Duration) error {
-	if r.t.sleep != nil {
-		return r.t.sleep(ctx, d)
-	}
-	return sleep(ctx, d)
-}
-
 // timedWait is wait, adding the time waited to r.waited when a hook wants
 // it.
 func (r *roundTrip) timedWait(ctx context.Context, d time.Duration) error {
 	if !r.timed {
-		return r.wait(ctx, d)
+		return r.s.sleep(ctx, d)
 	}
-	start := r.now()
-	err := r.wait(ctx, d)
-	r.waited += r.now().Sub(start)
+	start := r.s.now()
+	err := r.s.sleep(ctx, d)
+	r.waited += r.s.now().Sub(start)
 	return err
-}
-
-// sleep waits for d or until ctx is done. A zero d creates no timer.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }
 
 func closeRequestBody(req *http.Request) {

@@ -137,14 +137,6 @@ func TestCancelDuringWait(t *testing.T) {
 	})
 }
 
-func TestSleepHonoursContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	assert.ErrorIs(t, sleep(ctx, time.Hour), context.Canceled)
-	assert.NoError(t, sleep(context.Background(), 0))
-	assert.NoError(t, sleep(context.Background(), time.Nanosecond))
-}
-
 func TestErrorsWrapTheLastError(t *testing.T) {
 	addr := closedAddr(t)
 	var retries []Event

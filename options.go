@@ -62,13 +62,18 @@ type optionsKey struct{}
 // own. Options given this way to a context that already carries some are
 // applied after those.
 //
-// What the options leave unset is the Transport's own: its base
-// transport, its budget (a per-request WithBudget(nil) means that one
-// too), its Pacer and hooks. Invalid settings fail the request, as they
-// would fail every request of a Transport.
+// The options are applied to an empty Transport, and each field they set
+// to a value other than its zero value replaces the Transport's setting
+// for the request; a zero value (WithMaxAttempts(0), WithBudget(nil),
+// WithPacer(nil)) keeps the Transport's. So what the options leave unset
+// is the Transport's own: its base transport, its budget, its Pacer.
+// WithBudget(NoBudget) turns the budget off for the request. A hook given
+// this way runs after the Transport's hook of the same kind, not instead
+// of it, so the Transport's metrics see every call. Invalid settings fail
+// the request, as they would fail every request of a Transport. opts is
+// copied: changing its elements afterwards changes nothing.
 func ContextWithOptions(ctx context.Context, opts ...Option) context.Context {
-	if prev, ok := ctx.Value(optionsKey{}).([]Option); ok {
-		opts = append(slices.Clip(prev), opts...)
-	}
-	return context.WithValue(ctx, optionsKey{}, opts)
+	// A copy: the caller may append to opts' array afterwards.
+	prev, _ := ctx.Value(optionsKey{}).([]Option)
+	return context.WithValue(ctx, optionsKey{}, slices.Concat(prev, opts))
 }

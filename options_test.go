@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -57,11 +58,12 @@ func TestContextWithOptions(t *testing.T) {
 	})
 }
 
-// clone copies every exported field: a field added to Transport and
-// forgotten there would be lost for requests with per-request options.
-func TestCloneCopiesEveryField(t *testing.T) {
-	orig := &Transport{}
-	v := reflect.ValueOf(orig).Elem()
+// fillTransport sets every exported field of t to a value that differs
+// from the field's default: a field added to Transport that the test does
+// not know fails it.
+func fillTransport(t *testing.T, tr *Transport) {
+	t.Helper()
+	v := reflect.ValueOf(tr).Elem()
 	typ := v.Type()
 	for i := 0; i < typ.NumField(); i++ {
 		f := typ.Field(i)
@@ -77,7 +79,6 @@ func TestCloneCopiesEveryField(t *testing.T) {
 		case reflect.String:
 			fv.SetString("X-Test")
 		case reflect.Interface, reflect.Func:
-			// Any non-nil value of the field's type.
 			switch f.Name {
 			case "Base":
 				fv.Set(reflect.ValueOf(http.RoundTripper(staticTransport{})))
@@ -86,7 +87,7 @@ func TestCloneCopiesEveryField(t *testing.T) {
 			case "Classifier":
 				fv.Set(reflect.ValueOf(Classifier(DefaultClassifier)))
 			case "Budget":
-				fv.Set(reflect.ValueOf(Budget(NoBudget)))
+				fv.Set(reflect.ValueOf(Budget(&TokenBucket{Capacity: 7})))
 			case "Pacer":
 				fv.Set(reflect.ValueOf(Pacer(&recordingPacer{})))
 			case "OnRetry", "OnGiveUp":
@@ -100,11 +101,113 @@ func TestCloneCopiesEveryField(t *testing.T) {
 			t.Fatalf("the test does not know how to set Transport.%s (%v)", f.Name, fv.Kind())
 		}
 	}
-	cv := reflect.ValueOf(orig.clone()).Elem()
-	for i := 0; i < typ.NumField(); i++ {
-		f := typ.Field(i)
-		if f.IsExported() && cv.Field(i).IsZero() {
-			t.Errorf("clone does not copy Transport.%s", f.Name)
+}
+
+// Every field of a Transport reaches its settings, and every field a
+// per-request option sets reaches that request's: a field forgotten in
+// resolve or withOptions fails here.
+func TestSettingsCarryEveryField(t *testing.T) {
+	full := &Transport{}
+	fillTransport(t, full)
+	s, err := full.settings()
+	require.NoError(t, err)
+	sv := reflect.ValueOf(s).Elem()
+	for i := 0; i < sv.NumField(); i++ {
+		if sv.Field(i).IsZero() {
+			t.Errorf("resolve leaves settings.%s zero", sv.Type().Field(i).Name)
 		}
 	}
+
+	defaults, err := (&Transport{}).settings()
+	require.NoError(t, err)
+	own, err := defaults.withOptions([]Option{func(o *Transport) { fillTransport(t, o) }})
+	require.NoError(t, err)
+	dv, ov := reflect.ValueOf(defaults).Elem(), reflect.ValueOf(own).Elem()
+	for i := 0; i < dv.NumField(); i++ {
+		switch name := dv.Type().Field(i).Name; name {
+		case "now", "sleep", "rand":
+			// Seams: the Transport's, never a request's.
+		default:
+			if reflect.DeepEqual(readable(dv.Field(i)), readable(ov.Field(i))) {
+				t.Errorf("withOptions does not carry settings.%s", name)
+			}
+		}
+	}
+}
+
+// A per-request option's zero value keeps the Transport's setting, and
+// WithBudget(NoBudget) turns the budget off for the request only.
+func TestPerRequestZeroKeepsTheTransports(t *testing.T) {
+	base := &Transport{MaxAttempts: 3, AttemptHeader: "X-Attempt", Budget: &TokenBucket{}, Pacer: &recordingPacer{}}
+	s, err := base.settings()
+	require.NoError(t, err)
+	own, err := s.withOptions([]Option{WithMaxAttempts(0), WithAttemptHeader(""), WithBudget(nil), WithPacer(nil), WithBackoff(nil), WithClassifier(nil)})
+	require.NoError(t, err)
+	assert.Equal(t, 3, own.maxAttempts)
+	assert.Equal(t, "X-Attempt", own.attemptHeader)
+	assert.Same(t, base.Budget, own.budget)
+	assert.Same(t, base.Pacer, own.pacer)
+	assert.Equal(t, s.backoff.Delay(3, 0, 0.5), own.backoff.Delay(3, 0, 0.5), "the default backoff")
+	assert.Nil(t, own.classifier)
+
+	off, err := s.withOptions([]Option{WithBudget(NoBudget)})
+	require.NoError(t, err)
+	assert.Nil(t, off.budget)
+	assert.NotNil(t, s.budget, "the Transport's own settings are unchanged")
+}
+
+// A per-request hook runs after the Transport's, never instead of it, and
+// a nil one leaves the Transport's in place.
+func TestPerRequestHooksAddToTheTransports(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		s := newScriptOver(t, p, status(503), status(503), status(200), status(503), status(503), status(200))
+		var calls []string
+		rt, _ := testTransport(s.base,
+			WithOnRetry(func(Event) { calls = append(calls, "transport retry") }),
+			WithOnDone(func(Summary) { calls = append(calls, "transport done") }))
+		ctx := ContextWithOptions(context.Background(),
+			WithOnRetry(nil),
+			WithOnDone(func(Summary) { calls = append(calls, "request done") }))
+		_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"transport retry", "transport retry", "transport done", "request done"}, calls)
+
+		calls = nil
+		ctx = ContextWithOptions(context.Background(), WithOnRetry(func(Event) { calls = append(calls, "request retry") }))
+		_, _, err = do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+		require.NoError(t, err)
+		assert.Equal(t, []string{"transport retry", "request retry", "transport retry", "request retry", "transport done"}, calls)
+	})
+}
+
+// ContextWithOptions copies the options it is given: appending to a
+// shared slice with spare capacity cannot change a context made before.
+func TestContextWithOptionsCopies(t *testing.T) {
+	defaults := make([]Option, 1, 4)
+	defaults[0] = WithMaxRetryAfter(time.Second)
+	one := ContextWithOptions(context.Background(), append(defaults, WithMaxAttempts(1))...)
+	five := ContextWithOptions(context.Background(), append(defaults, WithMaxAttempts(5))...)
+	base, err := (&Transport{}).settings()
+	require.NoError(t, err)
+	for ctx, want := range map[context.Context]int{one: 1, five: 5} {
+		s, err := base.withOptions(ctx.Value(optionsKey{}).([]Option))
+		require.NoError(t, err)
+		assert.Equal(t, want, s.maxAttempts)
+	}
+
+	// The same for options added to a context that carries some.
+	shared := ContextWithOptions(context.Background(), defaults...)
+	a := ContextWithOptions(shared, WithMaxAttempts(2))
+	b := ContextWithOptions(shared, WithMaxAttempts(3))
+	for ctx, want := range map[context.Context]int{a: 2, b: 3} {
+		s, err := base.withOptions(ctx.Value(optionsKey{}).([]Option))
+		require.NoError(t, err)
+		assert.Equal(t, want, s.maxAttempts)
+	}
+}
+
+// readable returns the value of an unexported field f of an addressable
+// struct.
+func readable(f reflect.Value) any {
+	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface()
 }

@@ -57,9 +57,9 @@ func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
 	}
 	switch c {
 	case Throttled:
-		f.Wait, f.Hinted = ServerWait(o.Response.Header, r.now(), r.t.RateLimitReset)
+		f.Wait, f.Hinted = ServerWait(o.Response.Header, r.s.now(), r.s.rateLimitReset)
 	case Success:
-		f.Wait, f.Hinted = quotaExhausted(o.Response.Header, r.now())
+		f.Wait, f.Hinted = quotaExhausted(o.Response.Header, r.s.now())
 	}
 	return f
 }
@@ -89,11 +89,11 @@ func (r *roundTrip) awaitTurn(ctx context.Context, attempt int) (stopped bool, r
 func (r *roundTrip) pace(ctx context.Context) (StopReason, error) {
 	var start time.Time
 	if r.timed {
-		start = r.now()
+		start = r.s.now()
 	}
-	turn, err := r.t.Pacer.Wait(ctx, r.req)
+	turn, err := r.s.pacer.Wait(ctx, r.req)
 	if r.timed {
-		r.waited += r.now().Sub(start)
+		r.waited += r.s.now().Sub(start)
 	}
 	if err != nil {
 		if ctx.Err() == nil {

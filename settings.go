@@ -1,63 +1,175 @@
 package retry
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
+	"github.com/backoff-jitter/retry/internal/clock"
 	"github.com/hashicorp/go-cleanhttp"
 )
 
-// config is a Transport's settings with the defaults filled in.
-type config struct {
-	base          http.RoundTripper
-	maxAttempts   int
-	backoff       Backoff
-	classifier    Classifier
-	maxRetryAfter time.Duration
-	maxBuffered   int64
-	budget        Budget // nil: no budget
+// settings is everything a call of RoundTrip reads: a Transport's fields,
+// resolved once at first use with their defaults filled in, or those with
+// a request's options applied over them (see withOptions). The retry loop
+// reads nothing else, so a field changed after first use changes nothing,
+// and a request's options cannot change another request's settings.
+type settings struct {
+	base           http.RoundTripper
+	maxAttempts    int
+	backoff        Backoff
+	classifier     Classifier // nil: DefaultClassifier alone
+	maxRetryAfter  time.Duration
+	maxBuffered    int64
+	attemptTimeout time.Duration
+	rateLimitReset ResetFormat
+	attemptHeader  string
+	budget         Budget // nil: no budget
+	pacer          Pacer  // nil: no pacing
+	onRetry        func(Event)
+	onGiveUp       func(Event)
+	onDone         func(Summary)
+
+	// The seams, never nil: the real clock, sleep and random source, or a
+	// test's.
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+	rand  func() float64
 }
 
-func (t *Transport) config() (*config, error) {
-	t.once.Do(t.setup)
-	return &t.cfg, t.cfgErr
+// hooked reports whether a hook wants the times of a call measured.
+func (s *settings) hooked() bool {
+	return s.onRetry != nil || s.onGiveUp != nil || s.onDone != nil
 }
 
-func (t *Transport) setup() {
-	c := config{
-		base:          t.Base,
-		maxAttempts:   t.MaxAttempts,
-		backoff:       t.Backoff,
-		classifier:    t.Classifier,
-		maxRetryAfter: t.MaxRetryAfter,
-		maxBuffered:   t.MaxBufferedBody,
+// settings returns t's settings, resolving them on the first call: the
+// first use of t.
+func (t *Transport) settings() (*settings, error) {
+	t.once.Do(func() { t.resolved, t.resolveErr = t.resolve() })
+	return &t.resolved, t.resolveErr
+}
+
+// resolve reads t's fields into settings, defaults filled in.
+func (t *Transport) resolve() (settings, error) {
+	s := settings{
+		base:           t.Base,
+		maxAttempts:    cmp.Or(t.MaxAttempts, DefaultMaxAttempts),
+		backoff:        t.Backoff,
+		classifier:     t.Classifier,
+		maxRetryAfter:  cmp.Or(t.MaxRetryAfter, DefaultMaxRetryAfter),
+		maxBuffered:    cmp.Or(t.MaxBufferedBody, DefaultMaxBufferedBody),
+		attemptTimeout: t.AttemptTimeout,
+		rateLimitReset: t.RateLimitReset,
+		attemptHeader:  t.AttemptHeader,
+		pacer:          t.Pacer,
+		onRetry:        t.OnRetry,
+		onGiveUp:       t.OnGiveUp,
+		onDone:         t.OnDone,
+		now:            t.now,
+		sleep:          t.sleep,
+		rand:           t.rand,
 	}
-	if c.base == nil {
-		c.base = cleanhttp.DefaultPooledTransport()
+	if s.base == nil {
+		s.base = ownBase()
 	}
-	if c.maxAttempts == 0 {
-		c.maxAttempts = DefaultMaxAttempts
-	}
-	if c.backoff == nil {
-		c.backoff = DefaultBackoff
-	}
-	if c.maxRetryAfter == 0 {
-		c.maxRetryAfter = DefaultMaxRetryAfter
-	}
-	if c.maxBuffered == 0 {
-		c.maxBuffered = DefaultMaxBufferedBody
+	if s.backoff == nil {
+		s.backoff = DefaultBackoff
 	}
 	switch t.Budget.(type) {
 	case nil:
-		c.budget = new(TokenBucket)
+		s.budget = new(TokenBucket)
 	case noBudget:
 		// No budget: the loop skips it.
 	default:
-		c.budget = t.Budget
+		s.budget = t.Budget
 	}
-	t.cfg = c
-	t.cfgErr = t.check()
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.sleep == nil {
+		s.sleep = clock.Sleep
+	}
+	if s.rand == nil {
+		s.rand = rand.Float64
+	}
+	return s, t.check()
+}
+
+// ownBase returns the base transport of a Transport whose Base is nil: a
+// pooled cleanhttp transport that reports a proxy's refusal of a tunnel
+// as a [ProxyConnectError].
+func ownBase() *http.Transport {
+	b := cleanhttp.DefaultPooledTransport()
+	b.OnProxyConnectResponse = ProxyConnectResponse
+	return b
+}
+
+// withOptions returns s with opts applied over it, for one request. The
+// options are applied to an empty Transport, whose fields then say what
+// changes: a non-zero field replaces s's (so a zero one, such as
+// WithMaxAttempts(0) or WithBudget(nil), keeps the Transport's setting),
+// and a hook runs after the Transport's own, never instead of it.
+// NoBudget turns the budget off for the request.
+func (s *settings) withOptions(opts []Option) (*settings, error) {
+	var o Transport
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	c := *s
+	c.base = cmp.Or(o.Base, s.base)
+	c.maxAttempts = cmp.Or(o.MaxAttempts, s.maxAttempts)
+	c.backoff = cmp.Or(o.Backoff, s.backoff)
+	if o.Classifier != nil {
+		c.classifier = o.Classifier
+	}
+	c.maxRetryAfter = cmp.Or(o.MaxRetryAfter, s.maxRetryAfter)
+	c.maxBuffered = cmp.Or(o.MaxBufferedBody, s.maxBuffered)
+	c.attemptTimeout = cmp.Or(o.AttemptTimeout, s.attemptTimeout)
+	c.rateLimitReset = cmp.Or(o.RateLimitReset, s.rateLimitReset)
+	c.attemptHeader = cmp.Or(o.AttemptHeader, s.attemptHeader)
+	switch o.Budget.(type) {
+	case nil:
+	case noBudget:
+		c.budget = nil
+	default:
+		c.budget = o.Budget
+	}
+	c.pacer = cmp.Or(o.Pacer, s.pacer)
+	c.onRetry = bothEvents(s.onRetry, o.OnRetry)
+	c.onGiveUp = bothEvents(s.onGiveUp, o.OnGiveUp)
+	c.onDone = bothSummaries(s.onDone, o.OnDone)
+	return &c, nil
+}
+
+// bothEvents returns a hook that calls first and then second, either of
+// which may be nil.
+func bothEvents(first, second func(Event)) func(Event) {
+	switch {
+	case second == nil:
+		return first
+	case first == nil:
+		return second
+	}
+	return func(e Event) { first(e); second(e) }
+}
+
+// bothSummaries is bothEvents for OnDone hooks.
+func bothSummaries(first, second func(Summary)) func(Summary) {
+	switch {
+	case second == nil:
+		return first
+	case first == nil:
+		return second
+	}
+	return func(s Summary) { first(s); second(s) }
 }
 
 // check validates the fields as the user set them.
@@ -92,55 +204,4 @@ func (t *Transport) check() error {
 		}
 	}
 	return nil
-}
-
-// forRequest returns the Transport and settings that send req: t's own,
-// or, when req's context carries options, a Transport of req's own made of
-// t's fields and them.
-func (t *Transport) forRequest(req *http.Request, c *config) (*Transport, *config, error) {
-	opts, _ := req.Context().Value(optionsKey{}).([]Option)
-	if len(opts) == 0 {
-		return t, c, nil
-	}
-	o := t.clone()
-	for _, opt := range opts {
-		if opt != nil {
-			opt(o)
-		}
-	}
-	// The Transport's connections and budget, not new ones.
-	if o.Base == nil {
-		o.Base = c.base
-	}
-	if o.Budget == nil {
-		o.Budget = c.budget
-		if o.Budget == nil {
-			o.Budget = NoBudget
-		}
-	}
-	oc, err := o.config()
-	return o, oc, err
-}
-
-// clone returns a new Transport with t's exported fields and seams.
-func (t *Transport) clone() *Transport {
-	return &Transport{
-		Base:            t.Base,
-		MaxAttempts:     t.MaxAttempts,
-		Backoff:         t.Backoff,
-		Classifier:      t.Classifier,
-		MaxRetryAfter:   t.MaxRetryAfter,
-		MaxBufferedBody: t.MaxBufferedBody,
-		AttemptTimeout:  t.AttemptTimeout,
-		RateLimitReset:  t.RateLimitReset,
-		AttemptHeader:   t.AttemptHeader,
-		Budget:          t.Budget,
-		Pacer:           t.Pacer,
-		OnRetry:         t.OnRetry,
-		OnGiveUp:        t.OnGiveUp,
-		OnDone:          t.OnDone,
-		now:             t.now,
-		sleep:           t.sleep,
-		rand:            t.rand,
-	}
 }

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,4 +39,56 @@ func TestInvalidSettings(t *testing.T) {
 			assert.EqualValues(t, 1, cc.closes.Load(), "the body is closed on errors too")
 		})
 	}
+}
+
+// A Transport reads its fields once, at first use: a field changed after
+// Validate changes nothing, neither the attempts nor the header nor the
+// hooks, and an invalid value set then is not read at all.
+func TestFieldsReadOnceAtFirstUse(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		s := newScriptOver(t, p, status(503))
+		rt, _ := testTransport(s.base)
+		require.NoError(t, rt.Validate())
+		retries := 0
+		rt.MaxAttempts = 2
+		rt.AttemptHeader = "X Bad Header"
+		rt.OnRetry = func(Event) { retries++ }
+		rt.Budget = NoBudget
+		resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Len(t, s.requests(), 4, "MaxAttempts as it was at first use")
+		assert.Zero(t, retries, "OnRetry as it was at first use")
+		for _, r := range s.requests() {
+			assert.Empty(t, r.header.Values("X Bad Header"))
+		}
+	})
+}
+
+// The retry loop reads no field of its Transport after first use: under
+// the race detector, RoundTrip calls running while every field is
+// written report no race.
+func TestRoundTripReadsNoFieldAfterFirstUse(t *testing.T) {
+	s := newScript(t, status(503), status(200))
+	rt, _ := testTransport(s.base, WithPacer(&recordingPacer{}), WithOnRetry(func(Event) {}),
+		WithOnDone(func(Summary) {}), WithAttemptHeader("X-Attempt"), WithAttemptTimeout(time.Minute))
+	require.NoError(t, rt.Validate())
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				fillTransport(t, rt)
+			}
+		}
+	})
+	for range 20 {
+		_, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
+		require.NoError(t, err)
+	}
+	close(done)
+	wg.Wait()
 }

@@ -24,11 +24,19 @@ var DefaultBackoff Backoff = Exponential{Base: 100 * time.Millisecond, Cap: 20 *
 // the server may already have processed unless that is safe.
 //
 // The zero value is usable: every zero field means the default stated on
-// it. Fields must not be changed after the first RoundTrip. A Transport is
-// safe for concurrent use by multiple goroutines.
+// it. The Transport reads its fields once, at first use (its first
+// RoundTrip, Validate or CloseIdleConnections call), and never again: a
+// field changed after that changes nothing, and must not be changed
+// during it. A Transport is safe for concurrent use by multiple
+// goroutines.
+//
+// The Transport calls its Classifier, its hooks and its Pacer's methods
+// from the goroutines of concurrent RoundTrip calls: they must be safe for
+// concurrent use.
 type Transport struct {
 	// Base sends each attempt. If nil, the Transport makes one
-	// [cleanhttp.DefaultPooledTransport] of its own on first use.
+	// [cleanhttp.DefaultPooledTransport] of its own on first use, with
+	// [ProxyConnectResponse] as its OnProxyConnectResponse hook.
 	Base http.RoundTripper
 
 	// MaxAttempts is the total number of tries, the first included.
@@ -105,9 +113,9 @@ type Transport struct {
 	sleep func(ctx context.Context, d time.Duration) error
 	rand  func() float64
 
-	once   sync.Once
-	cfg    config
-	cfgErr error
+	once       sync.Once
+	resolved   settings
+	resolveErr error
 }
 
 // New returns a Transport that sends through base, configured by opts.
@@ -130,15 +138,15 @@ func NewClient(opts ...Option) *http.Client {
 // Validate reports whether t's settings are valid. RoundTrip returns the
 // same error, without sending anything, when they are not.
 func (t *Transport) Validate() error {
-	_, err := t.config()
+	_, err := t.settings()
 	return err
 }
 
 // CloseIdleConnections closes the idle connections of the base transport,
 // if it has such a method.
 func (t *Transport) CloseIdleConnections() {
-	c, _ := t.config()
-	if ci, ok := c.base.(interface{ CloseIdleConnections() }); ok {
+	s, _ := t.settings()
+	if ci, ok := s.base.(interface{ CloseIdleConnections() }); ok {
 		ci.CloseIdleConnections()
 	}
 }
@@ -157,16 +165,19 @@ func Attempt(ctx context.Context) int {
 // Transport's settings say. It implements [http.RoundTripper]: req is not
 // modified, and its body is closed, also on errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c, err := t.config()
-	if err == nil {
-		t, c, err = t.forRequest(req, c)
+	s, err := t.settings()
+	if opts, _ := req.Context().Value(optionsKey{}).([]Option); err == nil && len(opts) > 0 {
+		var own *settings
+		if own, err = s.withOptions(opts); err == nil {
+			s = own
+		}
 	}
 	if err == nil {
 		err = checkContentLength(req)
 	}
-	r := roundTrip{t: t, c: c, req: req}
-	if t.OnDone != nil || t.OnRetry != nil || t.OnGiveUp != nil {
-		r.timed, r.start = true, r.now()
+	r := roundTrip{s: s, req: req}
+	if s.hooked() {
+		r.timed, r.start = true, s.now()
 	}
 	var resp *http.Response
 	if err != nil {
@@ -178,7 +189,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.safe = ReplaySafe(req)
 		resp, err = r.run()
 	}
-	if h := t.OnDone; h != nil {
+	if h := s.onDone; h != nil {
 		h(r.summary(resp, err))
 	}
 	return resp, err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/clock"
 )
 
 // Adapt is how a [Pacer] adjusts its rate after throttling.
@@ -720,24 +721,12 @@ func (p *Pacer) waitTurn(ctx context.Context, d time.Duration, res *reservation)
 	defer stop()
 	sleep := p.sleep
 	if sleep == nil {
-		sleep = realSleep
+		sleep = clock.Sleep
 	}
 	if err := sleep(wctx, d); err != nil && ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return nil
-}
-
-// realSleep waits for d or until ctx is done.
-func realSleep(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
 }
 
 func (p *Pacer) clock() time.Time {

@@ -57,6 +57,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/clock"
 	"github.com/backoff-jitter/retry/pace"
 	"github.com/redis/go-redis/v9"
 )
@@ -565,14 +566,7 @@ func (p *Pacer) doSleep(ctx context.Context, d time.Duration) error {
 	if p.sleep != nil {
 		return p.sleep(ctx, d)
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
+	return clock.Sleep(ctx, d)
 }
 
 // pollInterval is how long an attempt waits for a slot of slow start
