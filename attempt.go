@@ -69,15 +69,35 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 		if r.safe {
 			areq.GetBody = r.body.getBody
 		}
-	case n > 1 && req.GetBody != nil && req.Body != nil && req.Body != http.NoBody:
+	case req.GetBody == nil || req.Body == nil || req.Body == http.NoBody:
+	case n > 1:
 		body, err := req.GetBody()
 		if err != nil {
 			a.release()
 			return nil, a, fmt.Errorf("retry: GetBody: %w", err)
 		}
-		areq.Body = body
+		areq.Body = r.checkLength(body)
+	default:
+		if _, known := knownLength(req.Body); !known {
+			// An in-memory body was checked before the first attempt;
+			// another (a file, a reader of the caller's with a GetBody
+			// of its own) only as it is read.
+			areq.Body = r.checkLength(req.Body)
+		}
 	}
 	return areq, a, nil
+}
+
+// checkLength returns body counted against the request's ContentLength,
+// when it declares one.
+func (r *roundTrip) checkLength(body io.ReadCloser) io.ReadCloser {
+	if r.req.ContentLength <= 0 {
+		return body
+	}
+	if r.lengths == nil {
+		r.lengths = &lengthCheck{declared: r.req.ContentLength}
+	}
+	return r.lengths.wrap(body)
 }
 
 // attempt holds what one attempt needs released: its context's cancel and
@@ -133,7 +153,14 @@ func (a attempt) keepAlive(resp *http.Response) *http.Response {
 		a.release()
 		return resp
 	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: a.cancel}
+	body := &cancelOnClose{ReadCloser: resp.Body, cancel: a.cancel}
+	if w, ok := resp.Body.(io.Writer); ok {
+		// The connection of a 101 Switching Protocols answer, which the
+		// caller writes to as well.
+		resp.Body = &cancelOnCloseWriter{cancelOnClose: body, w: w}
+		return resp
+	}
+	resp.Body = body
 	return resp
 }
 
@@ -148,3 +175,11 @@ func (b *cancelOnClose) Close() error {
 	b.cancel(errAttemptDone)
 	return err
 }
+
+// cancelOnCloseWriter is cancelOnClose for a body that can be written to.
+type cancelOnCloseWriter struct {
+	*cancelOnClose
+	w io.Writer
+}
+
+func (b *cancelOnCloseWriter) Write(p []byte) (int, error) { return b.w.Write(p) }

@@ -192,3 +192,50 @@ func TestAttemptTimeoutDuringHeaderWrite(t *testing.T) {
 		assert.LessOrEqual(t, executed.Load(), int32(1), "the POST ran more than once")
 	})
 }
+
+// The body of a 101 Switching Protocols answer is the connection, which
+// the caller writes to: the wrapper that releases the attempt's context
+// keeps its write side, with an attempt timeout and for a POST without a
+// body (whose attempts have a context of their own). HTTP/1.1 only: HTTP/2
+// has no 101.
+func TestUpgradeKeepsTheWriteSide(t *testing.T) {
+	srv := http1.server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(brw, buf); err == nil {
+			conn.Write(buf)
+		}
+	}))
+	for _, tt := range []struct {
+		name   string
+		method string
+		opts   []Option
+	}{
+		{"POST without a body", "POST", nil},
+		{"GET with an attempt timeout", "GET", []Option{WithAttemptTimeout(time.Minute)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rt, _ := testTransport(http1.base(t, srv), tt.opts...)
+			req := mustRequest(t, tt.method, srv.URL, nil)
+			req.Header.Set("Connection", "Upgrade")
+			req.Header.Set("Upgrade", "echo")
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusSwitchingProtocols, resp.StatusCode)
+			rw, ok := resp.Body.(io.ReadWriteCloser)
+			require.True(t, ok, "the body %T lost its write side", resp.Body)
+			_, err = io.WriteString(rw, "ping")
+			require.NoError(t, err)
+			buf := make([]byte, 4)
+			_, err = io.ReadFull(rw, buf)
+			require.NoError(t, err)
+			assert.Equal(t, "ping", string(buf))
+		})
+	}
+}

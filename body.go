@@ -1,15 +1,11 @@
 package retry
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"reflect"
-	"strings"
 	"sync"
 )
 
@@ -310,12 +306,7 @@ func (b *replayBody) checkLength() {
 	if b.declared <= 0 || b.lengthErr != nil {
 		return
 	}
-	switch {
-	case b.pos > b.declared:
-		b.lengthErr = fmt.Errorf("retry: request body is longer than its ContentLength %d", b.declared)
-	case b.eof && b.pos < b.declared:
-		b.lengthErr = fmt.Errorf("retry: request body ended after %d bytes, short of its ContentLength %d", b.pos, b.declared)
-	}
+	b.lengthErr = lengthError(b.pos, b.declared, b.eof)
 }
 
 // copyAt copies recorded bytes from r's offset into p.
@@ -408,48 +399,4 @@ func (r *replayReader) Close() error {
 	b.mu.Unlock()
 	b.closeIfUnused()
 	return nil
-}
-
-// checkContentLength refuses, before anything is sent, an in-memory body
-// whose length contradicts the request's ContentLength: net/http would
-// refuse it over HTTP/1.1 after sending the headers, and send it malformed
-// over HTTP/2, and no retry would change it. Other bodies are checked as
-// they are read (see replayBody.checkLength).
-func checkContentLength(req *http.Request) error {
-	if req.ContentLength <= 0 {
-		return nil // no body, or a length net/http learns by reading
-	}
-	var n int
-	switch b := inMemory(req.Body).(type) {
-	case *bytes.Reader:
-		n = b.Len()
-	case *strings.Reader:
-		n = b.Len()
-	case *bytes.Buffer:
-		n = b.Len()
-	default:
-		return nil
-	}
-	if int64(n) != req.ContentLength {
-		return fmt.Errorf("retry: request body has %d bytes, but its ContentLength is %d", n, req.ContentLength)
-	}
-	return nil
-}
-
-// The types io.NopCloser returns, which http.NewRequest wraps its bodies in.
-var (
-	nopCloserType         = reflect.TypeOf(io.NopCloser(nil))
-	nopCloserWriterToType = reflect.TypeOf(io.NopCloser(strings.NewReader("")))
-)
-
-// inMemory returns the reader inside body when body is io.NopCloser's
-// wrapper (as net/http's own isKnownInMemoryReader looks through it), or
-// body itself.
-func inMemory(body io.Reader) io.Reader {
-	if t := reflect.TypeOf(body); t == nopCloserType || t == nopCloserWriterToType {
-		if r, ok := reflect.ValueOf(body).Field(0).Interface().(io.Reader); ok {
-			return r
-		}
-	}
-	return body
 }

@@ -617,6 +617,84 @@ func TestContentLengthMismatch(t *testing.T) {
 	})
 }
 
+// A body of a request with GetBody, of a kind the Transport cannot measure
+// up front, that contradicts its ContentLength fails once, as the
+// caller's error: the server sees at most the first attempt, never a
+// retry. So does a body GetBody yields that contradicts it.
+func TestContentLengthMismatchWithGetBody(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		for _, tt := range []struct {
+			name       string
+			first      string // the caller's body
+			later      string // what GetBody yields
+			declared   int64
+			maxSeen    int32
+			firstFails bool
+		}{
+			{"shorter", "12345", "12345", 10, 1, true},
+			{"longer", "1234567890", "1234567890", 5, 1, true},
+			{"GetBody's shorter", "1234567890", "12345", 10, 2, false},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				var seen atomic.Int32
+				srv := p.server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					seen.Add(1)
+					io.Copy(io.Discard, r.Body)
+					w.WriteHeader(503)
+				}))
+				var gaveUp giveUps
+				rt, _ := hostileTransport(p.base(t, srv), WithOnGiveUp(gaveUp.hook))
+				req := mustRequest(t, "PUT", srv.URL, &opaqueReader{strings.NewReader(tt.first)})
+				req.ContentLength = tt.declared
+				req.GetBody = func() (io.ReadCloser, error) {
+					return io.NopCloser(&opaqueReader{strings.NewReader(tt.later)}), nil
+				}
+				resp, err := rt.RoundTrip(req)
+				if err == nil {
+					// The server answered before the body went wrong
+					// (HTTP/2 sends a short body as it is): that answer,
+					// not a retry.
+					resp.Body.Close()
+				} else {
+					assert.ErrorContains(t, err, "ContentLength")
+				}
+				e := gaveUp.last(t)
+				assert.Equal(t, Permanent, e.Class)
+				if tt.firstFails {
+					assert.Equal(t, 1, e.Attempt)
+				} else {
+					assert.Equal(t, 2, e.Attempt)
+				}
+				rt.CloseIdleConnections()
+				srv.Close() // waits for the handlers
+				assert.LessOrEqual(t, seen.Load(), tt.maxSeen)
+			})
+		}
+	})
+}
+
+// A ContentLength with no Body, or below -1, is refused before anything
+// is sent: net/http refuses the first over HTTP/1.1 on every attempt.
+func TestContentLengthWithoutBody(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		s := newScriptOver(t, p, status(200))
+		for _, tt := range []struct {
+			length int64
+			body   io.Reader
+		}{{5, nil}, {-1, nil}, {-2, strings.NewReader("x")}} {
+			var done Summary
+			rt, _ := testTransport(s.base, WithOnDone(func(s Summary) { done = s }))
+			req := mustRequest(t, "PUT", s.srv.URL, tt.body)
+			req.ContentLength = tt.length
+			_, err := rt.RoundTrip(req)
+			assert.ErrorContains(t, err, "ContentLength", "ContentLength %d", tt.length)
+			assert.Zero(t, done.Attempts)
+			assert.Equal(t, StopPermanent, done.Reason)
+		}
+		assert.Empty(t, s.requests())
+	})
+}
+
 // FuzzReplayBody plays a fuzzed sequence of operations on a replay body (a
 // new reader, as an attempt makes, or as net/http's GetBody makes; a read of
 // n bytes by one reader; a close; a retry decided; the end of RoundTrip)

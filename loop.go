@@ -13,6 +13,9 @@ type roundTrip struct {
 	req  *http.Request
 	safe bool
 	body *replayBody // nil unless the body is buffered for replay
+	// lengths checks the bodies of a request with GetBody against its
+	// ContentLength; nil until an attempt's body needs it.
+	lengths *lengthCheck
 
 	prev time.Duration // the wait slept before the current attempt
 	turn Turn          // the Pacer's turn of the current attempt; nil without a Pacer
@@ -99,19 +102,24 @@ func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n i
 	}
 	o := Outcome{Request: areq, Response: resp, Err: err, Attempt: n, Wrote: a.trace.state()}
 	if err == nil {
-		return o, r.classify(o)
+		o.Err = nil
+	} else {
+		o.Response = nil
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close() // a RoundTripper that broke its contract
+		}
+		o.Err = a.cause(ctx, areq.Context(), err)
 	}
-	o.Response = nil
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close() // a RoundTripper that broke its contract
-	}
-	o.Err = a.cause(ctx, areq.Context(), err)
 	class := r.classify(o)
-	if r.body != nil {
-		if lerr := r.body.mismatch(); lerr != nil {
+	if class != Success {
+		if lerr := r.lengthMismatch(); lerr != nil {
 			// The caller's body contradicts its ContentLength, which no
-			// attempt will change.
-			o.Err, class = fmt.Errorf("%w (%w)", lerr, o.Err), Permanent
+			// attempt will change: whatever the server or net/http made
+			// of it, the call fails as the caller's error.
+			class = Permanent
+			if o.Err != nil {
+				o.Err = fmt.Errorf("%w (%w)", lerr, o.Err)
+			}
 		}
 	}
 	return o, class
@@ -121,6 +129,20 @@ func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n i
 // A classifier's answer that cannot be acted on safely is taken as
 // Permanent: a success without a response (RoundTrip must return one or
 // an error), a class this package does not know, or no answer at all.
+// lengthMismatch returns the error that says the caller's body, or a body
+// its GetBody made, contradicted the request's ContentLength, or nil.
+func (r *roundTrip) lengthMismatch() error {
+	if r.body != nil {
+		if err := r.body.mismatch(); err != nil {
+			return err
+		}
+	}
+	if r.lengths != nil {
+		return r.lengths.mismatch()
+	}
+	return nil
+}
+
 func (r *roundTrip) classify(o Outcome) Class {
 	class := Undecided
 	if cl := r.s.classifier; cl != nil {
