@@ -7,9 +7,12 @@ import (
 // ReplaySafe reports whether sending req more than once is safe: its method
 // is idempotent (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT and DELETE;
 // an empty method means GET), or its header has an "Idempotency-Key" or
-// "X-Idempotency-Key" entry, the keys net/http's Transport also honours. As
-// there, an entry with no values counts: the request is marked safe without
-// sending the header. Methods are case-sensitive: "get" is not GET.
+// "X-Idempotency-Key" entry, the keys net/http's Transport also honours,
+// with a key the server can deduplicate on: every value not empty (nor
+// only spaces and tabs). As in net/http, an entry with no values (nil)
+// counts too: the request is marked safe without sending the header. An
+// empty key does not: the server would receive a key it cannot tell from
+// another request's. Methods are case-sensitive: "get" is not GET.
 //
 // ReplaySafe looks at semantics only; whether the body can be sent again is
 // the [Transport]'s business. A nil req is not safe.
@@ -24,11 +27,22 @@ func ReplaySafe(req *http.Request) bool {
 	}
 	// Exact keys, as net/http looks them up: a key set with Header.Set or
 	// Header.Add is canonical.
-	if _, ok := req.Header["Idempotency-Key"]; ok {
-		return true
+	return idempotencyKey(req.Header, "Idempotency-Key") || idempotencyKey(req.Header, "X-Idempotency-Key")
+}
+
+// idempotencyKey reports whether h's entry for key marks a request safe:
+// present with no values (net/http's convention), or with none empty.
+func idempotencyKey(h http.Header, key string) bool {
+	vs, ok := h[key]
+	if !ok {
+		return false
 	}
-	_, ok := req.Header["X-Idempotency-Key"]
-	return ok
+	for _, v := range vs {
+		if trimFieldOWS(v) == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // sendable reports whether net/http's Transport would try to send req,

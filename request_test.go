@@ -31,7 +31,12 @@ func TestReplaySafe(t *testing.T) {
 		{http.MethodPost, http.Header{"Idempotency-Key": {"8e03978e-40d5-43e8-bc93-6894a57f9324"}}, true},
 		{http.MethodPatch, http.Header{"X-Idempotency-Key": {"k"}}, true},
 		{http.MethodPost, http.Header{"Idempotency-Key": nil}, true},
-		{http.MethodPost, http.Header{"Idempotency-Key": {""}}, true},
+		{http.MethodPost, http.Header{"Idempotency-Key": {}}, true},
+		{http.MethodPost, http.Header{"Idempotency-Key": {""}}, false},
+		{http.MethodPost, http.Header{"Idempotency-Key": {" \t"}}, false},
+		{http.MethodPost, http.Header{"Idempotency-Key": {"k", ""}}, false},
+		{http.MethodPost, http.Header{"X-Idempotency-Key": {""}}, false},
+		{http.MethodPost, http.Header{"Idempotency-Key": {""}, "X-Idempotency-Key": {"k"}}, true},
 		{http.MethodPost, http.Header{"idempotency-key": {"k"}}, false},
 		{http.MethodPost, http.Header{"Idempotency": {"k"}}, false},
 	}

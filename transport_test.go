@@ -35,31 +35,32 @@ func TestMethodSafety(t *testing.T) {
 		tests := []struct {
 			method   string
 			status   int
-			key      bool
+			key      string // the Idempotency-Key, "" for none
 			attempts int
 		}{
-			{"GET", 500, false, 4},
-			{"HEAD", 502, false, 4},
-			{"PUT", 504, false, 4},
-			{"DELETE", 408, false, 4},
-			{"OPTIONS", 500, false, 4},
-			{"POST", 500, false, 1},
-			{"PATCH", 502, false, 1},
-			{"POST", 500, true, 4},
-			{"POST", 503, false, 4},
-			{"POST", 429, false, 4},
-			{"PATCH", 429, false, 4},
-			{"GET", 404, false, 1},
-			{"GET", 400, false, 1},
-			{"GET", 401, false, 1},
-			{"GET", 403, false, 1},
-			{"GET", 501, false, 1},
-			{"GET", 505, false, 1},
-			{"GET", 200, false, 1},
-			{"GET", 304, false, 1},
+			{"GET", 500, "", 4},
+			{"HEAD", 502, "", 4},
+			{"PUT", 504, "", 4},
+			{"DELETE", 408, "", 4},
+			{"OPTIONS", 500, "", 4},
+			{"POST", 500, "", 1},
+			{"PATCH", 502, "", 1},
+			{"POST", 500, "k-123", 4},
+			{"POST", 500, " ", 1}, // an empty key marks nothing safe
+			{"POST", 503, "", 4},
+			{"POST", 429, "", 4},
+			{"PATCH", 429, "", 4},
+			{"GET", 404, "", 1},
+			{"GET", 400, "", 1},
+			{"GET", 401, "", 1},
+			{"GET", 403, "", 1},
+			{"GET", 501, "", 1},
+			{"GET", 505, "", 1},
+			{"GET", 200, "", 1},
+			{"GET", 304, "", 1},
 		}
 		for _, tt := range tests {
-			t.Run(fmt.Sprintf("%s %d key=%v", tt.method, tt.status, tt.key), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s %d key=%q", tt.method, tt.status, tt.key), func(t *testing.T) {
 				s := newScriptOver(t, p, func(w http.ResponseWriter, r *http.Request) {
 					s := status(tt.status)
 					s(w, r)
@@ -67,8 +68,8 @@ func TestMethodSafety(t *testing.T) {
 				rt, _ := testTransport(s.base)
 				defer rt.CloseIdleConnections()
 				req := mustRequest(t, tt.method, s.srv.URL, strings.NewReader("payload"))
-				if tt.key {
-					req.Header.Set("Idempotency-Key", "k-123")
+				if tt.key != "" {
+					req.Header.Set("Idempotency-Key", tt.key)
 				}
 				resp, err := rt.RoundTrip(req)
 				require.NoError(t, err)
@@ -77,8 +78,8 @@ func TestMethodSafety(t *testing.T) {
 				seen := s.requests()
 				assert.Len(t, seen, tt.attempts)
 				for _, r := range seen {
-					if tt.key {
-						assert.Equal(t, "k-123", r.header.Get("Idempotency-Key"))
+					if strings.TrimSpace(tt.key) != "" {
+						assert.Equal(t, tt.key, r.header.Get("Idempotency-Key"))
 					}
 				}
 			})
