@@ -14,10 +14,13 @@ type Budget interface {
 	// AllowRetry reports whether a retry after an outcome of class c may
 	// be made, and takes its cost when it may.
 	AllowRetry(c Class) bool
-	// Success records an attempt that succeeded. retried is the class
-	// of the outcome that attempt was a retry of, or Undecided when it
-	// was the first attempt, so a budget can give a retry that worked
-	// its cost back.
+	// Success records an attempt answered by a server able to answer:
+	// a success, or a response returned as [Permanent] (a 404 after a
+	// 503 shows the server up, as gRPC's retry throttling counts any
+	// answer it would not retry a success). retried is the class of the
+	// outcome that attempt was a retry of, or Undecided when it was the
+	// first attempt, so a budget can give a retry that reached the
+	// server its cost back.
 	Success(retried Class)
 }
 
@@ -46,9 +49,10 @@ func (noBudget) Success(Class)         {}
 // TokenBucket is a retry budget: a bucket of tokens that retries spend and
 // successes refill, in the spirit of the AWS SDK's retry quota and gRPC's
 // retry throttling. It starts full. A retry is allowed while the bucket
-// holds at least its cost, which is then taken. A success puts Refill
-// tokens back and, when it was a retry, that retry's cost too: only the
-// retries that fail are paid for. The bucket never holds more than
+// holds at least its cost, which is then taken. A success, or an answer
+// not worth retrying (see [Budget]), puts Refill tokens back and, when it
+// was a retry, that retry's cost too: only the retries that fail are paid
+// for. The bucket never holds more than
 // Capacity. When retries fail everywhere it empties, and failures are
 // returned at once instead of retried, so that clients stop multiplying
 // the load on a server that is already down; as successes return, so do

@@ -23,7 +23,11 @@ func (e *Error) Error() string {
 	if e.Attempts == 1 {
 		s = ""
 	}
-	return fmt.Sprintf("retry: giving up after %d attempt%s (%v): %v", e.Attempts, s, e.Reason, e.Err)
+	verb := "giving up"
+	if !e.Reason.GaveUp() {
+		verb = "stopped" // not a give-up: nothing to retry, or retries off
+	}
+	return fmt.Sprintf("retry: %s after %d attempt%s (%v): %v", verb, e.Attempts, s, e.Reason, e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -57,6 +57,9 @@ const (
 	StopCanceled
 	// StopBudget: the retry budget refused the retry.
 	StopBudget
+	// StopRetriesOff: the outcome failed, and retries are off (MaxAttempts
+	// is 1). Like StopPermanent, it is no give-up: the call opted out.
+	StopRetriesOff
 )
 
 // Summary describes a call to RoundTrip as it returns, for the OnDone
@@ -72,7 +75,9 @@ type Summary struct {
 	// Elapsed is the time from RoundTrip's start to its return.
 	Elapsed time.Duration
 	// Class is the class of the last outcome: Success when the call
-	// succeeded.
+	// succeeded; Unsent when no attempt was sent because the Pacer
+	// refused the first wait, and Permanent when the settings or the
+	// request's body length were invalid (Reason says which).
 	Class Class
 	// Reason is why no further attempt was made; StopNone on success.
 	Reason StopReason
@@ -92,6 +97,7 @@ var stopReasons = [...]string{
 	StopDeadline:   "deadline too near",
 	StopCanceled:   "context done",
 	StopBudget:     "retry budget exhausted",
+	StopRetriesOff: "retries off",
 }
 
 func (r StopReason) String() string {
@@ -111,6 +117,7 @@ var stopLabels = [...]string{
 	StopDeadline:   "deadline_too_near",
 	StopCanceled:   "context_done",
 	StopBudget:     "budget_exhausted",
+	StopRetriesOff: "retries_off",
 }
 
 // Label returns the reason's name for a metric label or a log field:
@@ -126,26 +133,40 @@ func (r StopReason) Label() string {
 // GaveUp reports whether the Transport stopped on an outcome it would
 // otherwise have retried: attempts or the budget ran out, the deadline was
 // too near, the request was unsafe to replay, and so on. It is false for
-// StopNone and StopPermanent: an ordinary 404 is not retried at all, and a
-// count of give-ups should not count it.
+// StopNone, StopPermanent and StopRetriesOff: an ordinary 404 is not
+// retried at all, a call with retries off opted out of them, and a count
+// of give-ups should count neither.
 func (r StopReason) GaveUp() bool {
-	return r != StopNone && r != StopPermanent
+	return r != StopNone && r != StopPermanent && r != StopRetriesOff
 }
 
 // SlogHook returns a hook for [Transport.OnRetry] or [Transport.OnGiveUp]
-// that logs each event to l at level: the method and URL (without its
-// query, which may hold secrets), the attempt, the class, the status or
-// error, and the delay or the reason for stopping ([StopReason.Label]). An
-// outcome that is not retried at all is logged as "retry: not retryable",
-// not as "retry: giving up", so that ordinary 404s can be told from
-// retries that ran out.
+// that logs each event to l: the method and URL (without its query, which
+// may hold secrets), the attempt, the class, the status or error, and the
+// delay or the reason for stopping ([StopReason.Label]).
+//
+// Retries ("retry") and give-ups ("retry: giving up", [StopReason.GaveUp])
+// are logged at level. An outcome that is never retried ("retry: not
+// retryable": an ordinary 404) and a failure with retries off ("retry:
+// retries off") are not failures of the retrying: they are logged one
+// level lower (level - 4, so Info for Warn), to be told from retries that
+// ran out, and kept out of a log set at level.
 func SlogHook(l *slog.Logger, level slog.Level) func(Event) {
 	return func(e Event) {
 		ctx := context.Background()
 		if e.Request != nil {
 			ctx = e.Request.Context()
 		}
-		if !l.Enabled(ctx, level) {
+		msg, at := "retry", level
+		switch {
+		case e.Reason.GaveUp():
+			msg = "retry: giving up"
+		case e.Reason == StopPermanent:
+			msg, at = "retry: not retryable", level-4
+		case e.Reason == StopRetriesOff:
+			msg, at = "retry: retries off", level-4
+		}
+		if !l.Enabled(ctx, at) {
 			return
 		}
 		attrs := make([]slog.Attr, 0, 8)
@@ -160,18 +181,11 @@ func SlogHook(l *slog.Logger, level slog.Level) func(Event) {
 		} else {
 			attrs = append(attrs, slog.Int("status", e.StatusCode))
 		}
-		msg := "retry"
-		switch {
-		case e.Reason.GaveUp():
-			msg = "retry: giving up"
+		if e.Reason != StopNone {
 			attrs = append(attrs, slog.String("reason", e.Reason.Label()))
-		case e.Reason == StopPermanent:
-			// Not a give-up: the outcome (a 404, say) is never retried.
-			msg = "retry: not retryable"
-			attrs = append(attrs, slog.String("reason", e.Reason.Label()))
-		default:
+		} else {
 			attrs = append(attrs, slog.Duration("delay", e.Delay), slog.Bool("from_server", e.FromServer))
 		}
-		l.LogAttrs(ctx, level, msg, attrs...)
+		l.LogAttrs(ctx, at, msg, attrs...)
 	}
 }

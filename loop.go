@@ -20,10 +20,14 @@ type roundTrip struct {
 	prev time.Duration // the wait slept before the current attempt
 	turn Turn          // the Pacer's turn of the current attempt; nil without a Pacer
 	// kept is the last response, its body read into memory, while the
-	// next attempt waits for the Pacer; keptClass is its class.
-	kept      *http.Response
-	keptClass Class
-	retried   Class // the outcome the current attempt retries; Undecided for the first
+	// next attempt waits for the Pacer.
+	kept    *http.Response
+	retried Class // the outcome the current attempt retries; Undecided for the first
+
+	// waitCtx is what the waits between attempts end on, made by waits
+	// when the request has a Cancel channel; nil until then.
+	waitCtx    context.Context
+	waitCancel context.CancelCauseFunc
 
 	// For the hooks: what they report of the call so far. Times are
 	// measured only when a hook is set (timed).
@@ -32,7 +36,7 @@ type roundTrip struct {
 	waited time.Duration // time spent between attempts: backoff, server waits, pacing
 	took   time.Duration // how long the last attempt sent took
 	sent   int           // attempts handed to the base transport
-	end    Class         // the last outcome's class
+	end    Class         // the last outcome's class; Unsent before the first
 	reason StopReason    // why no further attempt was made; StopNone on success
 }
 
@@ -45,6 +49,10 @@ func (r *roundTrip) run() (*http.Response, error) {
 		defer r.body.finish()
 	}
 	ctx := req.Context()
+	if req.Cancel != nil {
+		defer r.endWaits()
+	}
+	r.end = Unsent // until an attempt is sent
 	for attempt := 1; ; attempt++ {
 		if r.s.pacer != nil {
 			if stopped, resp, err := r.awaitTurn(ctx, attempt); stopped {
@@ -59,11 +67,11 @@ func (r *roundTrip) run() (*http.Response, error) {
 		}
 		o, class := r.send(ctx, areq, a, attempt)
 		r.paced(o, class)
+		r.end = class
 		if class == Success {
 			if b := r.s.budget; b != nil {
 				b.Success(r.retried)
 			}
-			r.end = Success
 			return a.keepAlive(o.Response), nil
 		}
 
@@ -73,13 +81,19 @@ func (r *roundTrip) run() (*http.Response, error) {
 				a.release()
 				return nil, r.giveUp(attempt, class, nil, o.Err, stop)
 			}
+			if b := r.s.budget; b != nil && class == Permanent {
+				// An answer not worth retrying still shows a server able
+				// to answer: the retry that reached it cost nothing, as
+				// gRPC's retry throttling counts such an answer a success.
+				b.Success(r.retried)
+			}
 			r.giveUp(attempt, class, o.Response, nil, stop)
 			return a.keepAlive(o.Response), nil
 		}
 		if h := r.s.onRetry; h != nil {
 			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
 		}
-		r.discard(o, class)
+		r.discard(o)
 		a.release()
 		if err := r.timedWait(ctx, delay); err != nil {
 			return nil, r.giveUp(attempt, class, nil, err, StopCanceled)
@@ -125,10 +139,6 @@ func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n i
 	return o, class
 }
 
-// classify asks the Transport's classifier, then the default one.
-// A classifier's answer that cannot be acted on safely is taken as
-// Permanent: a success without a response (RoundTrip must return one or
-// an error), a class this package does not know, or no answer at all.
 // lengthMismatch returns the error that says the caller's body, or a body
 // its GetBody made, contradicted the request's ContentLength, or nil.
 func (r *roundTrip) lengthMismatch() error {
@@ -143,6 +153,10 @@ func (r *roundTrip) lengthMismatch() error {
 	return nil
 }
 
+// classify asks the Transport's classifier, then the default one.
+// A classifier's answer that cannot be acted on safely is taken as
+// Permanent: a success without a response (RoundTrip must return one or
+// an error), a class this package does not know, or no answer at all.
 func (r *roundTrip) classify(o Outcome) Class {
 	class := Undecided
 	if cl := r.s.classifier; cl != nil {
@@ -163,10 +177,12 @@ func (r *roundTrip) classify(o Outcome) Class {
 // next decides whether a failed attempt is retried, and after what wait.
 func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay time.Duration, fromServer bool, stop StopReason) {
 	switch {
-	case ctx.Err() != nil:
+	case callerGone(r.req):
 		return 0, false, StopCanceled
 	case class == Permanent: // classify never answers Undecided
 		return 0, false, StopPermanent
+	case r.s.maxAttempts == 1:
+		return 0, false, StopRetriesOff
 	case class == Transient && !r.safe:
 		return 0, false, StopUnsafe
 	case o.Attempt >= r.s.maxAttempts:
@@ -210,10 +226,10 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 // drained and closed, so that its connection is reused; with a Pacer,
 // kept in memory too, in case the Pacer refuses the retry's wait for the
 // deadline (see awaitTurn).
-func (r *roundTrip) discard(o Outcome, class Class) {
+func (r *roundTrip) discard(o Outcome) {
 	switch {
 	case o.Response != nil && r.s.pacer != nil:
-		r.kept, r.keptClass = keep(o.Response, drainLimit, drainTimeout), class
+		r.kept = keep(o.Response, drainLimit, drainTimeout)
 	case o.Response != nil:
 		drain(o.Response.Body, drainLimit, drainTimeout)
 	}
@@ -256,15 +272,65 @@ func (r *roundTrip) summary(resp *http.Response, err error) Summary {
 	return s
 }
 
-// timedWait is wait, adding the time waited to r.waited when a hook wants
-// it.
+// timedWait sleeps for d, the wait before a retry, adding the time
+// waited to r.waited when a hook wants it. It returns early, with an
+// error, when the wait's context is done (see waits).
 func (r *roundTrip) timedWait(ctx context.Context, d time.Duration) error {
-	if !r.timed {
-		return r.s.sleep(ctx, d)
+	ctx = r.waits(ctx)
+	var start time.Time
+	if r.timed {
+		start = r.s.now()
 	}
-	start := r.s.now()
 	err := r.s.sleep(ctx, d)
-	r.waited += r.s.now().Sub(start)
+	if r.timed {
+		r.waited += r.s.now().Sub(start)
+	}
+	return r.waitErr(ctx, err)
+}
+
+// errRequestCanceled is the error of a wait that the request's deprecated
+// Cancel channel ended.
+var errRequestCanceled = fmt.Errorf("retry: request canceled through Request.Cancel: %w", context.Canceled)
+
+// waits returns the context a wait between attempts ends on: ctx, the
+// request's, which also ends when the request's deprecated Cancel channel
+// is closed, as net/http still honours it. The channel is watched only
+// from the first wait of a request that has one (http.Client sets one when
+// it has a Timeout), not on the way of a first attempt that succeeds.
+func (r *roundTrip) waits(ctx context.Context) context.Context {
+	//lint:ignore SA1019 net/http still honours the deprecated channel.
+	cancelCh := r.req.Cancel
+	if cancelCh == nil {
+		return ctx
+	}
+	if r.waitCtx == nil {
+		r.waitCtx, r.waitCancel = context.WithCancelCause(ctx)
+		wctx, cancel := r.waitCtx, r.waitCancel
+		go func() {
+			select {
+			case <-cancelCh:
+				cancel(errRequestCanceled)
+			case <-wctx.Done():
+			}
+		}()
+	}
+	return r.waitCtx
+}
+
+// endWaits ends the watch of the request's Cancel channel.
+func (r *roundTrip) endWaits() {
+	if r.waitCancel != nil {
+		r.waitCancel(nil)
+	}
+}
+
+// waitErr returns err, a wait's error, as the caller should see it: the
+// Cancel channel's, when that ended the wait rather than the request's
+// context.
+func (r *roundTrip) waitErr(wctx context.Context, err error) error {
+	if err != nil && wctx != r.req.Context() && r.req.Context().Err() == nil {
+		return context.Cause(wctx)
+	}
 	return err
 }
 

@@ -3,6 +3,7 @@ package retry
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -343,4 +344,138 @@ func TestEventDuration(t *testing.T) {
 	require.Len(t, events, 2)
 	assert.Equal(t, 30*time.Millisecond, events[0].Duration)
 	assert.Equal(t, 30*time.Millisecond, events[1].Duration)
+}
+
+// With retries off, a failed outcome stops with a reason of its own, which
+// is no give-up: give-up counters do not count calls that opted out.
+func TestRetriesOff(t *testing.T) {
+	s := newScript(t, status(503))
+	for _, perRequest := range []bool{false, true} {
+		var gaveUp Event
+		var done Summary
+		opts := []Option{WithOnGiveUp(func(e Event) { gaveUp = e }), WithOnDone(func(s Summary) { done = s })}
+		ctx := context.Background()
+		if perRequest {
+			ctx = ContextWithOptions(ctx, WithMaxAttempts(1))
+		} else {
+			opts = append(opts, WithMaxAttempts(1))
+		}
+		rt, _ := testTransport(s.base, opts...)
+		resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
+		require.NoError(t, err)
+		assert.Equal(t, 503, resp.StatusCode)
+		assert.Equal(t, StopRetriesOff, gaveUp.Reason)
+		assert.False(t, gaveUp.Reason.GaveUp())
+		assert.Equal(t, "retries_off", gaveUp.Reason.Label())
+		assert.Equal(t, StopRetriesOff, done.Reason)
+
+		_, err = rt.RoundTrip(mustRequest(t, "GET", "http://"+closedAddr(t)+"/", nil).WithContext(ctx))
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, StopRetriesOff, e.Reason)
+		assert.Contains(t, err.Error(), "retry: stopped after 1 attempt (retries off): ")
+	}
+	assert.Len(t, s.requests(), 2)
+
+	// A permanent outcome stays StopPermanent with retries off too.
+	nf := newScript(t, status(404))
+	var gaveUp Event
+	rt, _ := testTransport(nf.base, WithMaxAttempts(1), WithOnGiveUp(func(e Event) { gaveUp = e }))
+	_, _, err := do(t, rt, mustRequest(t, "GET", nf.srv.URL, nil))
+	require.NoError(t, err)
+	assert.Equal(t, StopPermanent, gaveUp.Reason)
+}
+
+// A retry that reached a server able to answer costs nothing, and the
+// answer puts a token back, whether it succeeded or was not worth
+// retrying (a 503 then a 404), while one
+// whose answer was a failure worth retrying keeps its cost.
+func TestBudgetRefundsAnAnswer(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		steps []func(http.ResponseWriter, *http.Request)
+		want  int
+	}{
+		{"503 then 200", []func(http.ResponseWriter, *http.Request){status(503), status(200)}, 501},
+		{"503 then 404", []func(http.ResponseWriter, *http.Request){status(503), status(404)}, 501},
+		{"503 then 501", []func(http.ResponseWriter, *http.Request){status(503), status(501)}, 501},
+		{"503 then 500 for a POST", []func(http.ResponseWriter, *http.Request){status(503), status(500)}, 495},
+		{"503 four times", []func(http.ResponseWriter, *http.Request){status(503)}, 485},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScript(t, tt.steps...)
+			budget := &TokenBucket{}
+			budget.spent.Store(100) // a success on a full bucket changes nothing
+			rt, _ := testTransport(s.base, WithBudget(budget))
+			_, _, err := do(t, rt, mustRequest(t, "POST", s.srv.URL, strings.NewReader("x")))
+			require.NoError(t, err)
+			assert.Equal(t, tt.want-100, budget.Tokens(), "tokens, less the 100 spent before")
+		})
+	}
+}
+
+// blockingSleep is a sleep seam that waits, as a long real wait would,
+// until ctx is done; it gives up after a minute, and records it, only if
+// the wait was never ended (a regression).
+func blockingSleep(stuck *atomic.Bool, during func()) func(context.Context, time.Duration) error {
+	return func(ctx context.Context, d time.Duration) error {
+		if during != nil {
+			during()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute):
+			stuck.Store(true)
+			return nil
+		}
+	}
+}
+
+// blockingPacer grants the first turn and blocks the next until ctx is
+// done, calling during first, as blockingSleep does.
+type blockingPacer struct {
+	waits int
+	sleep func(context.Context, time.Duration) error
+}
+
+func (p *blockingPacer) Wait(ctx context.Context, req *http.Request) (Turn, error) {
+	if p.waits++; p.waits == 1 {
+		return recordingTurn{&recordingPacer{}}, nil
+	}
+	if err := p.sleep(ctx, time.Hour); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("never granted")
+}
+
+// The deprecated Request.Cancel, which net/http still honours, ends a
+// backoff wait and a Pacer's wait as the context does: closed during the
+// wait, the call returns at once, and no second attempt is made.
+func TestRequestCancelEndsWaits(t *testing.T) {
+	for _, paced := range []bool{false, true} {
+		s := newScript(t, status(503))
+		cancelCh := make(chan struct{})
+		var stuck atomic.Bool
+		var gaveUp giveUps
+		rt, _ := testTransport(s.base, WithBackoff(Constant{Base: time.Hour}), WithOnGiveUp(gaveUp.hook))
+		closeCancel := func() { close(cancelCh) }
+		if paced {
+			rt.Pacer = &blockingPacer{sleep: blockingSleep(&stuck, closeCancel)}
+			rt.Backoff = Constant{}
+		} else {
+			rt.sleep = blockingSleep(&stuck, closeCancel)
+		}
+		req := mustRequest(t, "POST", s.srv.URL, strings.NewReader("x"))
+		//lint:ignore SA1019 the deprecated channel is what is tested.
+		req.Cancel = cancelCh
+		_, err := rt.RoundTrip(req)
+		require.False(t, stuck.Load(), "the wait did not end on Request.Cancel")
+		var e *Error
+		require.ErrorAs(t, err, &e, "paced=%v", paced)
+		assert.Equal(t, StopCanceled, e.Reason)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, Throttled, gaveUp.last(t).Class)
+		assert.Len(t, s.requests(), 1, "no attempt after the cancel")
+	}
 }

@@ -77,11 +77,12 @@ func (r *roundTrip) awaitTurn(ctx context.Context, attempt int) (stopped bool, r
 	if attempt == 1 && r.body == nil {
 		closeRequestBody(r.req) // nothing was sent: RoundTrip still owns it
 	}
+	// r.end is the last attempt's class, or Unsent before the first.
 	if last := r.kept; last != nil && stop == StopDeadline {
-		r.giveUp(attempt-1, r.keptClass, last, nil, stop)
+		r.giveUp(attempt-1, r.end, last, nil, stop)
 		return true, last, nil
 	}
-	return true, nil, r.giveUp(attempt-1, Undecided, nil, err, stop)
+	return true, nil, r.giveUp(attempt-1, r.end, nil, err, stop)
 }
 
 // pace waits for the Pacer's turn before an attempt, after its backoff.
@@ -91,15 +92,16 @@ func (r *roundTrip) pace(ctx context.Context) (StopReason, error) {
 	if r.timed {
 		start = r.s.now()
 	}
-	turn, err := r.s.pacer.Wait(ctx, r.req)
+	wctx := r.waits(ctx)
+	turn, err := r.s.pacer.Wait(wctx, r.req)
 	if r.timed {
 		r.waited += r.s.now().Sub(start)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
+		if wctx.Err() == nil {
 			return StopDeadline, err // the Pacer refused a wait past the deadline
 		}
-		return StopCanceled, err
+		return StopCanceled, r.waitErr(wctx, err)
 	}
 	r.turn = turn
 	return StopNone, nil

@@ -142,6 +142,7 @@ func TestPacerSeamWaitErrors(t *testing.T) {
 			assert.Zero(t, re.Attempts)
 			assert.ErrorIs(t, err, tt.err)
 			assert.Equal(t, tt.stop, gaveUp.last(t).Reason)
+			assert.Equal(t, Unsent, gaveUp.last(t).Class, "nothing was sent; not Undecided, which is no outcome")
 			assert.EqualValues(t, 1, cc.closes.Load())
 			assert.Empty(t, s.requests())
 		})
@@ -218,7 +219,10 @@ func TestPacerDeadlineReturnsTheLastAnswer(t *testing.T) {
 			w.WriteHeader(429)
 			io.WriteString(w, big)
 		})
-		rt, _ := testTransport(s.base, WithPacer(&deadlinePacer{}))
+		var gaveUp giveUps
+		var done Summary
+		rt, _ := testTransport(s.base, WithPacer(&deadlinePacer{}), WithOnGiveUp(gaveUp.hook),
+			WithOnDone(func(sm Summary) { done = sm }))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_, err := rt.RoundTrip(mustRequest(t, "GET", s.srv.URL, nil).WithContext(ctx))
@@ -226,5 +230,7 @@ func TestPacerDeadlineReturnsTheLastAnswer(t *testing.T) {
 		require.ErrorAs(t, err, &re)
 		assert.Equal(t, StopDeadline, re.Reason)
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, Throttled, gaveUp.last(t).Class, "the last attempt's class")
+		assert.Equal(t, Throttled, done.Class)
 	})
 }
