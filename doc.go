@@ -54,7 +54,7 @@
 // processing it, or it never left) are retried for every method;
 // [Transient] ones (it may have been processed) only when a replay is
 // safe, an idempotent method (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or
-// an Idempotency-Key header, sent unchanged on every attempt; [Permanent]
+// a non-empty Idempotency-Key header, sent unchanged on every attempt; [Permanent]
 // ones never.
 //
 // So a POST is never sent twice by accident: after a 500 or a reset it is
@@ -85,7 +85,8 @@
 // it, honoured up to [Transport.MaxRetryAfter] (5 minutes by default): a
 // server asking for longer gets its response returned at once, and so does
 // any wait that would end past the request context's deadline. Waits end
-// early when the context is done.
+// early when the context is done, or the request's deprecated Cancel
+// channel is closed.
 //
 // A retry budget ([TokenBucket], one per Transport unless you share one
 // with [WithBudget]) stops the retries when they fail everywhere, so that
@@ -102,8 +103,10 @@
 // without a copy; any other body is streamed on the first attempt and
 // copied aside, up to [Transport.MaxBufferedBody] (8 MiB by default). A
 // larger body is sent once and not retried. A body that contradicts its
-// ContentLength fails once, as the caller's error. Discarded responses are drained
-// (up to 64 KiB) and closed, so their connections are reused.
+// ContentLength (any body, and any body GetBody yields) fails once, as the
+// caller's error. Discarded responses are drained (up to 64 KiB) and
+// closed, so their connections are reused. The body of a 101 Switching
+// Protocols response keeps its write side.
 //
 // # The end
 //
@@ -129,5 +132,7 @@
 // [ContextWithOptions] puts options on a request's context that apply over
 // the Transport's settings for that request only, over the same
 // connections and budget: WithMaxAttempts(1) turns retries off for one
-// call.
+// call. A zero value keeps the Transport's setting, and a hook given this
+// way runs after the Transport's own. The Transport's own fields are read
+// once, at first use.
 package retry
