@@ -49,6 +49,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		defer r.body.finish()
 	}
 	ctx := req.Context()
+	//lint:ignore SA1019 net/http still honours the deprecated channel.
 	if req.Cancel != nil {
 		defer r.endWaits()
 	}
