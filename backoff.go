@@ -61,12 +61,12 @@ func (c Constant) Delay(_ int, _ time.Duration, u float64) time.Duration {
 	return jitterCapped(max(c.Base, 0), maxDuration, c.Jitter, u)
 }
 
-// Validate reports a negative Base or an invalid [Spread] ratio.
+// Validate reports a negative Base.
 func (c Constant) Validate() error {
 	if c.Base < 0 {
 		return negativeFieldError("Constant.Base", c.Base)
 	}
-	return validateJitter("Constant", c.Jitter)
+	return nil
 }
 
 // Linear waits n times Base before retry n:
@@ -92,10 +92,10 @@ func (l Linear) Delay(n int, _ time.Duration, u float64) time.Duration {
 	return jitterCapped(mulCapped(max(l.Base, 0), uint64(max(n, 1)), limit), limit, l.Jitter, u)
 }
 
-// Validate reports a negative Base or Cap, a non-zero Cap less than Base,
-// or an invalid [Spread] ratio.
+// Validate reports a negative Base or Cap, or a non-zero Cap less than
+// Base.
 func (l Linear) Validate() error {
-	return validateCurve("Linear", l.Base, l.Cap, l.Jitter)
+	return validateBaseCap("Linear", l.Base, l.Cap)
 }
 
 // Fibonacci waits fibonacci(n) times Base before retry n, where fibonacci(1) = fibonacci(2) = 1
@@ -121,10 +121,10 @@ func (f Fibonacci) Delay(n int, _ time.Duration, u float64) time.Duration {
 	return jitterCapped(mulCapped(max(f.Base, 0), fibonacci(max(n, 1)), limit), limit, f.Jitter, u)
 }
 
-// Validate reports a negative Base or Cap, a non-zero Cap less than Base,
-// or an invalid [Spread] ratio.
+// Validate reports a negative Base or Cap, or a non-zero Cap less than
+// Base.
 func (f Fibonacci) Validate() error {
-	return validateCurve("Fibonacci", f.Base, f.Cap, f.Jitter)
+	return validateBaseCap("Fibonacci", f.Base, f.Cap)
 }
 
 // fibonacci returns the nth Fibonacci number (fibonacci(1) = fibonacci(2) = 1) for n >= 1, or
@@ -168,9 +168,9 @@ func (p Polynomial) Delay(n int, _ time.Duration, u float64) time.Duration {
 }
 
 // Validate reports a negative Base or Cap, a non-zero Cap less than Base,
-// a negative, NaN or infinite Degree, or an invalid [Spread] ratio.
+// or a negative, NaN or infinite Degree.
 func (p Polynomial) Validate() error {
-	if err := validateCurve("Polynomial", p.Base, p.Cap, p.Jitter); err != nil {
+	if err := validateBaseCap("Polynomial", p.Base, p.Cap); err != nil {
 		return err
 	}
 	switch {
@@ -220,10 +220,9 @@ func (e Exponential) Delay(n int, _ time.Duration, u float64) time.Duration {
 }
 
 // Validate reports a negative Base or Cap, a non-zero Cap less than Base,
-// a Multiplier that is not zero and less than 1, NaN or infinite, or an
-// invalid [Spread] ratio.
+// or a Multiplier that is not zero and less than 1, NaN or infinite.
 func (e Exponential) Validate() error {
-	if err := validateCurve("Exponential", e.Base, e.Cap, e.Jitter); err != nil {
+	if err := validateBaseCap("Exponential", e.Base, e.Cap); err != nil {
 		return err
 	}
 	switch m := e.Multiplier; {
@@ -359,11 +358,4 @@ func validateBaseCap(kind string, base, limit time.Duration) error {
 		return fmt.Errorf("retry: %s.Cap %v is less than Base %v", kind, limit, base)
 	}
 	return nil
-}
-
-func validateCurve(kind string, base, limit time.Duration, j Jitter) error {
-	if err := validateBaseCap(kind, base, limit); err != nil {
-		return err
-	}
-	return validateJitter(kind, j)
 }

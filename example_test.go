@@ -2,7 +2,6 @@ package retry_test
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/backoff-jitter/retry"
@@ -54,7 +53,7 @@ func ExampleExponential_Validate() {
 		{Base: 100 * time.Millisecond, Cap: 20 * time.Second},
 		{Base: 100 * time.Millisecond, Multiplier: 0.5},
 		{Base: time.Second, Cap: 500 * time.Millisecond},
-		{Base: time.Second, Jitter: retry.Spread(math.NaN())},
+		{Base: -time.Second},
 	} {
 		fmt.Println(b.Validate())
 	}
@@ -63,7 +62,7 @@ func ExampleExponential_Validate() {
 	// <nil>
 	// retry: Exponential.Multiplier 0.5 is less than 1
 	// retry: Exponential.Cap 500ms is less than Base 1s
-	// retry: Exponential.Jitter is Spread with an invalid ratio (negative, NaN or infinite)
+	// retry: Exponential.Base -1s is negative
 }
 
 func ExampleConstant() {

@@ -1,9 +1,6 @@
 package retry
 
 import (
-	"fmt"
-	"math"
-	"reflect"
 	"time"
 )
 
@@ -53,42 +50,21 @@ func EqualJitter(d time.Duration, u float64) time.Duration {
 // delay of 4s into one between 4s and 4.8s (u = 0.5 gives 4.4s). The curve
 // caps the result, so on a curve at its Cap, Spread adds nothing.
 //
-// Spread never panics. A ratio that is negative, NaN or infinite is invalid:
-// the Jitter returned then adds nothing (it returns d), and the Validate
-// method of any curve of this package that uses it reports the error, as the
-// [Transport] does before the first request. A ratio of 0 is valid and means
-// no jitter. The Jitter returned is safe for concurrent use.
+// Spread clamps its ratio and never panics: a ratio that is negative or NaN
+// counts as 0 (no jitter, d itself), and a ratio so large that the delay
+// overflows, +Inf included, saturates: the curve's Cap then bounds the
+// delay (for any u above 0). The Jitter returned is safe for concurrent use.
 func Spread(ratio float64) Jitter {
-	if !validSpreadRatio(ratio) {
-		return invalidSpread
+	if !(ratio > 0) { // NaN too
+		ratio = 0
 	}
 	return func(d time.Duration, u float64) time.Duration {
 		if d <= 0 {
 			return 0
 		}
+		// u = 0 with ratio = +Inf is NaN, which floorCapped makes 0.
 		return d + floorCapped(clampUnit(u)*ratio*float64(d), maxDuration-d)
 	}
-}
-
-func validSpreadRatio(ratio float64) bool {
-	return ratio >= 0 && !math.IsInf(ratio, 1) // false for NaN too
-}
-
-// invalidSpread is the Jitter that Spread returns for an invalid ratio. It is
-// a distinct function so that validateJitter can recognise it: a Jitter is an
-// opaque func, and this is the only way Validate can see the bad ratio.
-func invalidSpread(d time.Duration, _ float64) time.Duration {
-	return max(d, 0)
-}
-
-var invalidSpreadCode = reflect.ValueOf(invalidSpread).Pointer()
-
-// validateJitter reports a Jitter made by Spread with an invalid ratio.
-func validateJitter(kind string, j Jitter) error {
-	if j != nil && reflect.ValueOf(j).Pointer() == invalidSpreadCode {
-		return fmt.Errorf("retry: %s.Jitter is Spread with an invalid ratio (negative, NaN or infinite)", kind)
-	}
-	return nil
 }
 
 // belowOne is the largest float64 less than 1.

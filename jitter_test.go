@@ -43,7 +43,7 @@ func TestJitter(t *testing.T) {
 		{"Spread(1e300)", Spread(1e300), []jitterCase{{4 * s, 0.5, maxDuration}, {4 * s, 0, 4 * s}}},
 		{"Spread(-0.2)", Spread(-0.2), []jitterCase{{4 * s, 0.5, 4 * s}, {-s, 0.5, 0}}},
 		{"Spread(NaN)", Spread(math.NaN()), []jitterCase{{4 * s, 0.5, 4 * s}}},
-		{"Spread(+Inf)", Spread(math.Inf(1)), []jitterCase{{4 * s, 0.5, 4 * s}, {4 * s, 0, 4 * s}}},
+		{"Spread(+Inf)", Spread(math.Inf(1)), []jitterCase{{4 * s, 0.5, maxDuration}, {4 * s, 0, 4 * s}, {-s, 0.5, 0}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,4 +106,33 @@ func TestJitterStatistics(t *testing.T) {
 		within(t, name+" first retry", mean(t, name, b, 1, 0, s, 3*s), float64(2*s))
 		within(t, name+" after 2s", mean(t, name, b, 2, 2*s, s, 6*s), float64(3500*ms))
 	})
+}
+
+// TestSpreadClampsOnACurve: a clamped ratio is a valid setting, so Validate
+// accepts it, and the curve bounds what it yields: +Inf ends at the Cap,
+// NaN and negative ratios add nothing.
+func TestSpreadClampsOnACurve(t *testing.T) {
+	const s = time.Second
+	tests := []struct {
+		ratio float64
+		want  time.Duration // Delay(2, 0, 0.5) with Base 1s, Cap 10s
+	}{
+		{math.Inf(1), 10 * s},
+		{1e300, 10 * s},
+		{math.NaN(), 2 * s},
+		{-3, 2 * s},
+		{0.5, 2500 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		b := Exponential{Base: s, Cap: 10 * s, Jitter: Spread(tt.ratio)}
+		if err := b.Validate(); err != nil {
+			t.Errorf("Spread(%v): Validate() = %v; want nil", tt.ratio, err)
+		}
+		if err := (&Transport{Backoff: b}).Validate(); err != nil {
+			t.Errorf("Spread(%v): Transport.Validate() = %v; want nil", tt.ratio, err)
+		}
+		if got := b.Delay(2, 0, 0.5); got != tt.want {
+			t.Errorf("Spread(%v): Delay(2, 0, 0.5) = %v; want %v", tt.ratio, got, tt.want)
+		}
+	}
 }
