@@ -9,7 +9,9 @@ import (
 // refuses them, so that clients stop multiplying the load on a struggling
 // server. [TokenBucket] is the one this package provides. Implementations
 // must be safe for concurrent use, must not block, and should make Success
-// cheap: it is called on every successful request.
+// cheap: it is called on every successful request. If a Budget also has a
+// Validate() error method, the Transport calls it once, at first use, and
+// refuses every request with its error.
 type Budget interface {
 	// AllowRetry reports whether a retry after an outcome of class c may
 	// be made, and takes its cost when it may.

@@ -73,7 +73,9 @@ type Outcome struct {
 // Classifier sorts an attempt's outcome into a [Class]. It returns
 // [Undecided] when it has no opinion, so classifiers compose with [Chain].
 // A Classifier may read a bounded prefix of the response body with
-// [PeekBody]; it must not otherwise consume or close it.
+// [PeekBody]; it must not otherwise consume or close it. A [Transport]
+// calls its Classifier from concurrent RoundTrips, so it must be safe for
+// concurrent use.
 type Classifier func(o Outcome) Class
 
 // Chain returns a [Classifier] that asks each of cs in turn and returns the

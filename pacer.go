@@ -12,7 +12,10 @@ import (
 // [github.com/backoff-jitter/retry/pace] provides one that learns each
 // host's rate from its throttling.
 //
-// Implementations must be safe for concurrent use.
+// Implementations must be safe for concurrent use: Wait, and the methods
+// of the turns it returns, are called from concurrent RoundTrips. If a
+// Pacer also has a Validate() error method, the Transport calls it once,
+// at first use, and refuses every request with its error.
 type Pacer interface {
 	// Wait returns when the next attempt of req may be sent, with its
 	// turn. It returns the error of ctx when ctx ends first, and, without

@@ -47,7 +47,8 @@ type Transport struct {
 	Backoff Backoff
 
 	// Classifier sorts each attempt's outcome. Where it answers
-	// [Undecided], or it is nil, [DefaultClassifier] decides.
+	// [Undecided], or it is nil, [DefaultClassifier] decides. It is called
+	// from concurrent RoundTrips and must be safe for concurrent use.
 	Classifier Classifier
 
 	// MaxRetryAfter is the longest server-requested wait (Retry-After and
@@ -94,7 +95,11 @@ type Transport struct {
 	// host's rate from its throttling.
 	Pacer Pacer
 
-	// OnRetry, if not nil, is called before the wait that precedes each retry.
+	// OnRetry, if not nil, is called before the wait that precedes each
+	// retry. Like OnGiveUp and OnDone, it is called on the goroutine of
+	// the RoundTrip it reports on, so from concurrent RoundTrips at once:
+	// each hook must be safe for concurrent use, and should be quick, as
+	// the call waits for it.
 	OnRetry func(Event)
 
 	// OnGiveUp, if not nil, is called when a failed outcome is returned:

@@ -311,6 +311,8 @@ type Pacer struct {
 	// Key maps a request to the limit it counts against. Nil means the
 	// request's host (URL.Host); an API limited per account (Route 53
 	// allows five requests a second per account) keys by the account.
+	// It is called from concurrent RoundTrips and must be safe for
+	// concurrent use.
 	Key func(*http.Request) string
 
 	// MinRate is the slowest the Pacer paces a key, in requests per
@@ -330,7 +332,8 @@ type Pacer struct {
 	// outcomes that Refusal rejects teach the Pacer nothing.
 	// [github.com/backoff-jitter/retry/awsretry.RateRefusal] is one for
 	// AWS APIs. Refusal may read the response's header and peek at its
-	// body with [retry.PeekBody], not consume it.
+	// body with [retry.PeekBody], not consume it. It is called from
+	// concurrent RoundTrips and must be safe for concurrent use.
 	Refusal func(retry.Feedback) bool
 
 	// InitialWindow is how many attempts a key that is new to the Pacer

@@ -94,7 +94,8 @@ type Pacer struct {
 	Client redis.UniversalClient
 
 	// Key maps a request to the limit it counts against, as
-	// [pace.Pacer.Key]. Nil means the request's host.
+	// [pace.Pacer.Key]. Nil means the request's host. It must be safe
+	// for concurrent use.
 	Key func(*http.Request) string
 
 	// Prefix is put before every key in Redis. Empty means "retry:pace:".
