@@ -116,7 +116,7 @@ type Pacer struct {
 	// attempt for the rate, as [pace.Pacer.Refusal]: the others (a
 	// conflict, such as Route 53's PriorRequestNotComplete) teach the
 	// fleet nothing. Nil means every throttled outcome did. The default
-	// Fallback has it too.
+	// Fallback has it too. It must be safe for concurrent use.
 	Refusal func(retry.Feedback) bool
 
 	// InitialWindow is how many attempts a key new to the fleet may have
