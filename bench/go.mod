@@ -10,8 +10,8 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/route53 v1.70.10
-	github.com/backoff-jitter/retry v0.0.0-00010101000000-000000000000
-	github.com/backoff-jitter/retry/redispace v0.0.0-00010101000000-000000000000
+	github.com/backoff-jitter/retry v0.1.0
+	github.com/backoff-jitter/retry/redispace v0.1.0
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	github.com/hashicorp/go-retryablehttp v0.7.8

@@ -6,7 +6,7 @@ replace github.com/backoff-jitter/retry => ../
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
-	github.com/backoff-jitter/retry v0.0.0-00010101000000-000000000000
+	github.com/backoff-jitter/retry v0.1.0
 	github.com/rs/zerolog v1.28.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.62.0

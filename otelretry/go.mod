@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/backoff-jitter/retry => ../
 
 require (
-	github.com/backoff-jitter/retry v0.0.0-00010101000000-000000000000
+	github.com/backoff-jitter/retry v0.1.0
 	github.com/hashicorp/go-cleanhttp v0.5.2
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0

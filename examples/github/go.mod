@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/backoff-jitter/retry => ../../
 
 require (
-	github.com/backoff-jitter/retry v0.0.0-00010101000000-000000000000
+	github.com/backoff-jitter/retry v0.1.0
 	github.com/google/go-github/v75 v75.0.0
 	go.uber.org/goleak v1.3.0
 )

@@ -7,7 +7,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
 	github.com/aws/aws-sdk-go-v2/service/route53 v1.70.10
 	github.com/aws/smithy-go v1.28.9
-	github.com/backoff-jitter/retry v0.0.0
+	github.com/backoff-jitter/retry v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
