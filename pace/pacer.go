@@ -342,7 +342,16 @@ type Pacer struct {
 	// before the key engages (see suspect).
 	InitialWindow int
 
-	keys sync.Map // key string -> *keyState
+	// MaxKeys is the most keys the Pacer remembers while they are not in
+	// use. Zero means 10,000. A key with no attempt in flight or waiting
+	// is forgotten once unused for 10 minutes, and, beyond MaxKeys keys,
+	// the longest unused go first, those that never engaged before those
+	// that did; a forgotten key that comes back starts afresh, in slow
+	// start. So a crawler, a webhook dispatcher or a Key per tenant holds
+	// a bounded table.
+	MaxKeys int
+
+	keys keyTable
 
 	// Seams for tests: the clock, the sleep, and time.AfterFunc for slow
 	// start's time limit. Nil means the real ones.
@@ -357,6 +366,8 @@ type Pacer struct {
 type keyState struct {
 	p       *Pacer
 	engaged atomic.Bool // throttles (see suspect) or a spent quota engaged the Pacer
+
+	use use // the key table's bookkeeping (see keyTable)
 
 	mu     sync.Mutex
 	start  slowStart
@@ -483,8 +494,14 @@ func (r *rateCurve) reach(adapt Adapt) float64 {
 // meter measures the rates the key is sent and accepted at, in buckets of
 // bucketWidth. Its atomics are counted without the lock.
 type meter struct {
-	okOnce     atomic.Bool  // a success has been seen
-	sent       atomic.Int64 // attempts sent in the current bucket
+	okOnce atomic.Bool  // a success has been seen
+	sent   atomic.Int64 // attempts sent in the current bucket
+	// active counts the attempts between Wait and their turn's Done or
+	// Abandon, waits included: the key table never forgets a key with
+	// any (see keyTable). It sits beside sent and ok, which the same
+	// attempt writes just after and just before it, to share their cache
+	// line.
+	active     atomic.Int64
 	sentBefore int64        // attempts sent in the buckets before it, under s.mu
 	ok         atomic.Int64 // successes in the current bucket
 	// bucketEnd is when the current bucket ends, in Unix nanoseconds (0:
@@ -632,32 +649,6 @@ type shedding struct {
 	origin float64
 }
 
-// key returns the limit req counts against.
-func (p *Pacer) key(req *http.Request) string {
-	switch {
-	case p.Key != nil:
-		return p.Key(req)
-	case req.URL != nil:
-		return req.URL.Host
-	}
-	return ""
-}
-
-func (p *Pacer) state(req *http.Request) *keyState {
-	key := p.key(req)
-	if s, ok := p.keys.Load(key); ok {
-		return s.(*keyState)
-	}
-	fresh := &keyState{p: p}
-	fresh.meter.suspicion = coldSuspicion
-	if w := p.initialWindow(); w > 0 {
-		fresh.start.slots = w
-		fresh.start.slow.Store(true)
-	}
-	s, _ := p.keys.LoadOrStore(key, fresh)
-	return s.(*keyState)
-}
-
 // Wait returns when the next attempt of req may be sent: while req's key
 // is in slow start, once it holds a slot of the window; once the key has
 // engaged, at its turn. A turn made void while the attempt waits for it
@@ -669,7 +660,16 @@ func (p *Pacer) state(req *http.Request) *keyState {
 // the attempt then waits, with no turn, for the hold to end (a success)
 // or for ctx. It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
-	s := p.state(req)
+	s := p.acquire(req)
+	t, err := p.wait(ctx, s)
+	if err != nil {
+		s.finish(p.clock())
+	}
+	return t, err
+}
+
+// wait is Wait for the key's state s.
+func (p *Pacer) wait(ctx context.Context, s *keyState) (retry.Turn, error) {
 	for {
 		slot, err := p.admit(ctx, s)
 		if err != nil {
@@ -747,12 +747,17 @@ type turn struct {
 	gen  uint64 // the generation of the rate it was paced at; 0: not paced
 }
 
-func (t *turn) Done(f retry.Feedback) { t.s.p.observeState(t.s, t.slot, f, t.gen, t.s.p.clock()) }
+func (t *turn) Done(f retry.Feedback) {
+	now := t.s.p.clock()
+	t.s.p.observeState(t.s, t.slot, f, t.gen, now)
+	t.s.finish(now)
+}
 
 func (t *turn) Abandon() {
 	if t.slot {
 		t.s.release(false)
 	}
+	t.s.finish(t.s.p.clock())
 }
 
 // idleTurn is the turn of an attempt on a key that has neither engaged nor
@@ -762,10 +767,15 @@ type idleTurn keyState
 
 func (t *idleTurn) Done(f retry.Feedback) {
 	s := (*keyState)(t)
-	s.p.observeState(s, false, f, 0, s.p.clock())
+	now := s.p.clock()
+	s.p.observeState(s, false, f, 0, now)
+	s.finish(now)
 }
 
-func (t *idleTurn) Abandon() {}
+func (t *idleTurn) Abandon() {
+	s := (*keyState)(t)
+	s.finish(s.p.clock())
+}
 
 func (p *Pacer) initialWindow() int {
 	if p.InitialWindow == 0 {
@@ -1538,7 +1548,7 @@ func (s *keyState) pause(now time.Time, d time.Duration, minRate float64) {
 // Rate returns the rate at which p currently paces key, in requests per
 // second, and whether p has engaged for it at all (+Inf when not).
 func (p *Pacer) Rate(key string) (float64, bool) {
-	v, ok := p.keys.Load(key)
+	v, ok := p.keys.m.Load(key)
 	if !ok {
 		return math.Inf(1), false
 	}

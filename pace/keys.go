@@ -1,0 +1,224 @@
+package pace
+
+import (
+	"cmp"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The key table is bounded: a Pacer keyed by host, tenant or account
+// sees keys come and go for the life of the process, and each costs its
+// state. A key with nothing in flight or waiting is forgotten once unused
+// for keyIdleAge, and, when the table holds more than MaxKeys keys, the
+// longest unused are forgotten first, those that never engaged before
+// those that did, until a quarter of MaxKeys is free. A forgotten key
+// that comes back starts afresh, as a new one.
+const (
+	// defaultMaxKeys is MaxKeys when it is zero.
+	defaultMaxKeys = 10_000
+	// keyIdleAge is how long an unused key is remembered. What it learned
+	// is the rate of a server it has not talked to since: after this
+	// long, a new slow start finds the rate again in a few round trips.
+	keyIdleAge = 10 * time.Minute
+	// sweepEvery is the most often a new key makes the table look for
+	// keys unused for keyIdleAge, while it holds no more than MaxKeys.
+	sweepEvery = time.Minute
+	// lastGrain is the precision of a key's last use.
+	lastGrain = time.Second
+)
+
+// keyTable is the Pacer's map of keys to their states, with the
+// bookkeeping that bounds it.
+type keyTable struct {
+	m     sync.Map     // key string -> *keyState
+	count atomic.Int64 // keys in m
+	// sweeping is held by the one goroutine sweeping; lastSweep is when
+	// the last sweep began, under sweeping.
+	sweeping  sync.Mutex
+	lastSweep time.Time
+}
+
+// use is a key's bookkeeping for the table: whether it is in use, and
+// since when it is not.
+type use struct {
+	// forgotten is set when the table drops the key: an attempt that
+	// found it in the table just before starts again from the table.
+	forgotten atomic.Bool
+	born      time.Time    // when the key was created, on the Pacer's clock
+	last      atomic.Int64 // when its last attempt ended: nanoseconds after born
+}
+
+// key returns the limit req counts against.
+func (p *Pacer) key(req *http.Request) string {
+	switch {
+	case p.Key != nil:
+		return p.Key(req)
+	case req.URL != nil:
+		return req.URL.Host
+	}
+	return ""
+}
+
+// maxKeys returns MaxKeys, or its default.
+func (p *Pacer) maxKeys() int64 {
+	if p.MaxKeys > 0 {
+		return int64(p.MaxKeys)
+	}
+	return defaultMaxKeys
+}
+
+// state returns req's key's state, made on first use.
+func (p *Pacer) state(req *http.Request) *keyState {
+	s, _ := p.lookup(p.key(req), false)
+	return s
+}
+
+// acquire returns req's key's state, counting the attempt in its use
+// until finish.
+func (p *Pacer) acquire(req *http.Request) *keyState {
+	key := p.key(req)
+	for {
+		s, made := p.lookup(key, true)
+		if made {
+			return s
+		}
+		s.meter.active.Add(1)
+		if !s.use.forgotten.Load() {
+			return s
+		}
+		// Dropped from the table between the lookup and the count: the
+		// table holds a new state for the key, or will on the next
+		// lookup.
+		s.meter.active.Add(-1)
+	}
+}
+
+// lookup returns key's state, and whether this call made it. A state made
+// for an attempt (inUse) is stored with the attempt counted, so that the
+// sweep its arrival may start never forgets it.
+func (p *Pacer) lookup(key string, inUse bool) (*keyState, bool) {
+	if s, ok := p.keys.m.Load(key); ok {
+		return s.(*keyState), false
+	}
+	now := p.clock()
+	fresh := &keyState{p: p}
+	fresh.use.born = now
+	fresh.meter.suspicion = coldSuspicion
+	if w := p.initialWindow(); w > 0 {
+		fresh.start.slots = w
+		fresh.start.slow.Store(true)
+	}
+	if inUse {
+		fresh.meter.active.Store(1)
+	}
+	s, loaded := p.keys.m.LoadOrStore(key, fresh)
+	if loaded {
+		return s.(*keyState), false
+	}
+	p.keys.added(p, now)
+	return fresh, inUse
+}
+
+// finish ends the use that acquire began, at now: the key was last used
+// when its last attempt ended.
+func (s *keyState) finish(now time.Time) {
+	// Stored at most once per lastGrain: a store on every answer would
+	// keep the cache line of the fast path's loads (engaged) moving
+	// between the cores.
+	if at := int64(now.Sub(s.use.born)); at-s.use.last.Load() >= int64(lastGrain) {
+		s.use.last.Store(at)
+	}
+	s.meter.active.Add(-1)
+}
+
+// added counts a new key, and sweeps the table when it holds too many
+// or has not been swept for sweepEvery. One goroutine sweeps at a time;
+// the others go on.
+func (t *keyTable) added(p *Pacer, now time.Time) {
+	n := t.count.Add(1)
+	if !t.sweeping.TryLock() {
+		return
+	}
+	defer t.sweeping.Unlock()
+	over := n > p.maxKeys()
+	if !over && !t.lastSweep.IsZero() && now.Sub(t.lastSweep) < sweepEvery {
+		return
+	}
+	t.lastSweep = now
+	t.sweep(now, p.maxKeys())
+}
+
+// sweep forgets the keys unused for keyIdleAge, then, while the table
+// holds more than limit keys, the longest unused until it holds no more
+// than three quarters of limit: keys that never engaged first. Keys in
+// use are kept, so the table may stay above limit while they are.
+func (t *keyTable) sweep(now time.Time, limit int64) {
+	type idle struct {
+		key     any
+		s       *keyState
+		unused  time.Duration
+		engaged bool
+	}
+	var candidates []idle
+	t.m.Range(func(k, v any) bool {
+		s := v.(*keyState)
+		if s.meter.active.Load() != 0 {
+			return true
+		}
+		unused := now.Sub(s.use.born) - time.Duration(s.use.last.Load())
+		if unused >= keyIdleAge {
+			t.forget(k, s)
+			return true
+		}
+		candidates = append(candidates, idle{k, s, unused, s.engaged.Load()})
+		return true
+	})
+	if t.count.Load() <= limit {
+		return
+	}
+	slices.SortFunc(candidates, func(a, b idle) int {
+		if a.engaged != b.engaged {
+			if a.engaged {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(b.unused, a.unused)
+	})
+	target := limit - limit/4
+	for _, c := range candidates {
+		if t.count.Load() <= target {
+			break
+		}
+		t.forget(c.key, c.s)
+	}
+}
+
+// forget drops s, stored under k, unless an attempt began using it. The
+// attempt counts itself in active before it reads forgotten, and forget
+// sets forgotten before it reads active again, so one of the two sees
+// the other: the key is kept, or the attempt looks it up again.
+func (t *keyTable) forget(k any, s *keyState) {
+	s.use.forgotten.Store(true)
+	if s.meter.active.Load() != 0 {
+		s.use.forgotten.Store(false)
+		return
+	}
+	if t.m.CompareAndDelete(k, s) {
+		t.count.Add(-1)
+		s.mu.Lock()
+		s.dropped()
+		s.mu.Unlock()
+	}
+}
+
+// dropped releases what a forgotten key holds: the timer of its slow
+// start. The caller holds s.mu.
+func (s *keyState) dropped() {
+	if s.start.stopLimit != nil {
+		s.start.stopLimit()
+	}
+}
