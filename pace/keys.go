@@ -122,13 +122,17 @@ func (p *Pacer) lookup(key string, inUse bool) (*keyState, bool) {
 	return fresh, inUse
 }
 
+// since returns t in nanoseconds after s was made: a monotonic reading
+// when both times have one, as the real clock's do.
+func (s *keyState) since(t time.Time) int64 { return int64(t.Sub(s.use.born)) }
+
 // finish ends the use that acquire began, at now: the key was last used
 // when its last attempt ended.
 func (s *keyState) finish(now time.Time) {
 	// Stored at most once per lastGrain: a store on every answer would
 	// keep the cache line of the fast path's loads (engaged) moving
 	// between the cores.
-	if at := int64(now.Sub(s.use.born)); at-s.use.last.Load() >= int64(lastGrain) {
+	if at := s.since(now); at-s.use.last.Load() >= int64(lastGrain) {
 		s.use.last.Store(at)
 	}
 	s.meter.active.Add(-1)

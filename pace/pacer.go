@@ -387,6 +387,9 @@ type slowStart struct {
 	waiting   int           // attempts waiting for a slot
 	wake      chan struct{} // closed when a slot frees or slow start ends
 	stopLimit func() bool   // stops the timer of slowStartLimit
+	// round counts the slow starts begun again (see restart): a timer
+	// that fired as one began, and waited for the lock, ends nothing.
+	round uint64
 }
 
 // schedule hands out the turns (see keyState.reserveAt).
@@ -504,8 +507,11 @@ type meter struct {
 	active     atomic.Int64
 	sentBefore int64        // attempts sent in the buckets before it, under s.mu
 	ok         atomic.Int64 // successes in the current bucket
-	// bucketEnd is when the current bucket ends, in Unix nanoseconds (0:
-	// none yet), for the lock-free fast path.
+	// bucketEnd is when the current bucket ends (0: none yet), for the
+	// lock-free fast path: in nanoseconds after the key was made (see
+	// keyState.since), a monotonic reading, as every other comparison of
+	// times here is, so that a step of the wall clock cannot hold the
+	// bucket open.
 	bucketEnd atomic.Int64
 
 	refused int64 // throttles in the current bucket
@@ -819,10 +825,13 @@ func (p *Pacer) admit(ctx context.Context, s *keyState) (bool, error) {
 		if after == nil {
 			after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 		}
+		round := s.start.round
 		s.start.stopLimit = after(slowStartLimit, func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			s.leaveSlowStart()
+			if s.start.round == round { // not a slow start begun since
+				s.leaveSlowStart()
+			}
 		})
 	}
 	for s.start.slow.Load() && s.start.inflight >= s.start.slots {
@@ -1036,7 +1045,7 @@ func (p *Pacer) observeState(s *keyState, slot bool, f retry.Feedback, gen uint6
 		}
 	}
 	if class == retry.Success && !hinted && !s.engaged.Load() {
-		if end := s.meter.bucketEnd.Load(); end != 0 && now.UnixNano() < end {
+		if end := s.meter.bucketEnd.Load(); end != 0 && s.since(now) < end {
 			return // nothing to update until the bucket ends
 		}
 		s.mu.Lock()
@@ -1169,8 +1178,10 @@ func (s *keyState) tooEarly() bool {
 // a fixed window's quota spent, is weighed from its first refusal. The
 // caller holds s.mu.
 func (s *keyState) suspect() bool {
-	s.meter.weigh(s.meter.ok.Load() - s.meter.suspectOK)
-	s.meter.suspectOK = s.meter.ok.Load()
+	// One load: a success counted between two would never be weighed.
+	ok := s.meter.ok.Load()
+	s.meter.weigh(ok - s.meter.suspectOK)
+	s.meter.suspectOK = ok
 	s.meter.suspicion += math.Log(engageHigh / engageLow)
 	return s.meter.suspicion >= engageAlarm
 }
@@ -1189,7 +1200,7 @@ func (m *meter) weigh(okN int64) {
 func (s *keyState) measure(now time.Time) {
 	if s.meter.bucket.IsZero() {
 		s.meter.bucket = now
-		s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
+		s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
 	}
 	if elapsed := now.Sub(s.meter.bucket); elapsed >= bucketWidth {
 		sec := elapsed.Seconds()
@@ -1210,7 +1221,7 @@ func (s *keyState) measure(now time.Time) {
 			s.meter.accepted = ok*smoothing + s.meter.accepted*(1-smoothing)
 		}
 		s.meter.bucket = now
-		s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
+		s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
 	}
 }
 
@@ -1491,10 +1502,14 @@ func (s *keyState) restart(now time.Time, initialWindow int) {
 	// takes away from an infinite sum.
 	s.meter.suspicion, s.meter.suspectOK = math.Inf(1), 1
 	s.meter.bucket = now
-	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
+	s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
 	if initialWindow > 0 {
 		s.start.slots = initialWindow
+		if s.start.stopLimit != nil {
+			s.start.stopLimit()
+		}
 		s.start.stopLimit = nil // a new time limit from the next attempt
+		s.start.round++
 		s.start.slow.Store(true)
 	}
 }
@@ -1963,7 +1978,7 @@ func (s *keyState) disengage(now time.Time) {
 	s.meter.suspectOK = 0
 	s.meter.takeSent()
 	s.meter.bucket = now
-	s.meter.bucketEnd.Store(now.Add(bucketWidth).UnixNano())
+	s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
 }
 
 // noise reports whether a throttle is no more than the key's refusals

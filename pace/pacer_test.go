@@ -799,3 +799,56 @@ func TestPacerGrowthVoidsSlowTurns(t *testing.T) {
 	d, _ := p.reserve(req, at)
 	assert.Less(t, d, time.Second, "a new turn is near, not behind the void queue")
 }
+
+// timers records every timer of slow start's time limit, in order.
+type timers struct {
+	mu sync.Mutex
+	fs []func()
+}
+
+func (ts *timers) afterFunc(_ time.Duration, f func()) func() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.fs = append(ts.fs, f)
+	return func() bool { return true }
+}
+
+func (ts *timers) fire(t *testing.T, i int) {
+	t.Helper()
+	ts.mu.Lock()
+	require.Greater(t, len(ts.fs), i, "timers armed")
+	f := ts.fs[i]
+	ts.mu.Unlock()
+	f()
+}
+
+// TestRestartOutlivesTheOldTimer: the time limit of a slow start that
+// ended, fired just as it ended and run only after the key restarted,
+// does not end the new slow start; the new one's own limit does.
+func TestRestartOutlivesTheOldTimer(t *testing.T) {
+	ts := &timers{}
+	p := &Pacer{InitialWindow: 2, afterFunc: ts.afterFunc}
+	req := hostRequest(t, "api.example")
+	s := p.state(req)
+	ctx := context.Background()
+	slot, err := p.admit(ctx, s)
+	require.NoError(t, err)
+	require.True(t, slot)
+	engage(t, p, req, response(429), pacerEpoch)
+	_, _, _, slow := slowState(s)
+	require.False(t, slow, "engaging ends slow start")
+
+	s.mu.Lock()
+	s.restart(pacerEpoch.Add(time.Minute), 2)
+	s.mu.Unlock()
+	slot, err = p.admit(ctx, s)
+	require.NoError(t, err)
+	require.True(t, slot, "restarted in slow start")
+
+	ts.fire(t, 0) // the first slow start's limit, late
+	_, _, _, slow = slowState(s)
+	assert.True(t, slow, "the old timer ended the new slow start")
+	ts.fire(t, 1)
+	_, _, _, slow = slowState(s)
+	assert.False(t, slow, "the new slow start's own limit ends it")
+}
