@@ -71,6 +71,7 @@ func simClients(t *testing.T, p *Pacer, srv *simServer, clients, n int, rtt time
 		switch {
 		case e.kind == simAnswer:
 			p.observeState(s, false, retry.Feedback{Class: e.class, Response: &http.Response{}}, e.gen, e.at)
+			srv.trace.answer(s, e.at, e.class, e.gen)
 			if e.class == retry.Success {
 				done++
 				heap.Push(q, simEvent{at: e.at, kind: simWant})
@@ -83,6 +84,7 @@ func simClients(t *testing.T, p *Pacer, srv *simServer, clients, n int, rtt time
 			send(e.at, e.res.gen, e.tries)
 		default: // wants to go, or its turn is void
 			d, res := s.reserveAt(e.at)
+			srv.trace.turn(e.at, d, res)
 			if res == nil {
 				send(e.at, 0, e.tries) // not engaged
 				continue

@@ -35,6 +35,10 @@ type simServer struct {
 	first    time.Time // the window limiter's first attempt
 	windowAt int64     // the window counted in used
 	used     int
+
+	// trace, if not nil, records every step of the simulation that runs
+	// against the server (see golden_test.go).
+	trace *simTrace
 }
 
 func (s *simServer) answer(at time.Time) retry.Class {
@@ -97,6 +101,7 @@ func simRun(t *testing.T, p *Pacer, srv *simServer, from time.Time, demand float
 			at = due
 		}
 		d, res := p.reserve(req, at)
+		srv.trace.turn(at, d, res)
 		at = at.Add(d)
 		class, code := srv.answer(at), http.StatusOK
 		if class == retry.Throttled {
@@ -104,6 +109,7 @@ func simRun(t *testing.T, p *Pacer, srv *simServer, from time.Time, demand float
 			code = http.StatusTooManyRequests
 		}
 		p.observe(req, class, response(code), res.generation(), at)
+		srv.trace.answer(p.state(req), at, class, res.generation())
 		_, engaged := p.Rate("api.example")
 		if wasEngaged && !engaged {
 			disengaged++
