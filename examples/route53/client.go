@@ -25,36 +25,16 @@ import (
 // of the 50 calls succeed. Some 27 run out of attempts within 1.5 seconds,
 // and the look at a change that failed is never made.
 //
-// These are the settings this example uses, and the ones to start from
-// for a burst of calls: a batch job, a deployment. A process that keeps
-// Route 53 busy all the time needs what retries cannot give, fairness, and
-// a client-side rate limit shared by its goroutines: a Pacer keyed by the
-// account (newPacer, which learns the rate from the throttling), or a
-// golang.org/x/time/rate limiter of 5 a second in front of the client.
-// Measured on 2026-12-01 at 6f2024c (go run . -workers 50 twice, then
-// with -pacer five times):
-//
-//   - Retries alone, 50 goroutines, 250 calls: some 40 requests a second
-//     are throttled, and the failed throttled retries soon empty the
-//     budget (newBudget, 500 tokens at 1 a throttle), which then returns
-//     each throttle at once. Only 77 to 88 calls succeeded; 98 to 104
-//     failed "retry budget exhausted", and 64 to 69 looks at a failed
-//     change were not made; about 585 Throttling answers, in 18 seconds.
-//   - With the Pacer: all 250 calls succeeded in every run, after 31 to 79
-//     Throttling answers (most in the first second, before the rate is
-//     known), in 59 to 62 seconds, where 5 requests a second need 50. It
-//     ended the runs pacing at 4.8 to 4.9 requests a second, and dipped
-//     to 3.5 to 3.8 after a throttle. Its Refusal, awsretry.RateRefusal,
-//     keeps it from learning a rate from the fake's PriorRequestNotComplete
-//     answers (a zone's change still PENDING), which awsretry.Classify
-//     calls throttling, as the AWS SDKs do: before it had one, the Pacer
-//     took them for the account's limit, dipped to 2.1 to 2.8 a second,
-//     and took 64 to 68 seconds.
-//
-// With the default 10 goroutines (go run . and go run . -pacer, 3 runs of
-// each) every call succeeds either way; the Pacer cuts the Throttling
-// answers from 63–78 to 24–30, in about the same time (11.7–13.4 seconds
-// against 11.4–12.6).
+// These are the settings this example uses, with a Pacer keyed by the
+// account (newPacer, which learns the rate from the throttling): retries
+// alone get a short burst of calls through, but callers that keep Route 53
+// busy, 50 goroutines making 250 calls, are throttled some 40 times a
+// second, and the failed throttled retries empty the retry budget
+// (newBudget), which then returns each throttle at once: about 100 calls
+// fail (go run . -workers 50 -pacer=false). The budget is right to stop a
+// storm; the Pacer keeps the retries from becoming one, and every call
+// succeeds, near the time 5 requests a second allow. It also gives the
+// fairness retries alone cannot. docs/route53.md has the measurements.
 const (
 	// callTimeout bounds each call, all its attempts and waits included.
 	// It must stay well inside the 5 minutes a SigV4 signature lasts,
@@ -141,10 +121,9 @@ func newClient(endpoint, accessKey, secretKey string, rt http.RoundTripper) *rou
 	})
 }
 
-// newPacer returns the Pacer of -pacer: one rate for each account, as
-// Route 53 limits, learned from its throttling. Share one Pacer among all
-// the clients (and Transports) of an account. See above for what it does
-// at 5 requests a second. PriorRequestNotComplete is replayed like a
+// newPacer returns the Pacer: one rate for each account, as Route 53
+// limits, learned from its throttling. Share one Pacer among all the
+// clients (and Transports) of an account. PriorRequestNotComplete is replayed like a
 // throttle, but says a change to the zone is still pending, whatever the
 // rate: awsretry.RateRefusal keeps the Pacer from learning a rate from it.
 func newPacer() *pace.Pacer {

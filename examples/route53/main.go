@@ -15,27 +15,24 @@
 // at once with the SDK's typed error, *types.InvalidInput.
 //
 //	cd examples/route53
-//	go run .                     # the settings of client.go: every call succeeds
-//	go run . -defaults           # retry's defaults instead: calls run out of attempts
-//	go run . -pacer              # and a pace.Pacer keyed by the account (newPacer)
-//	go run . -workers 50         # 250 calls: the retry budget runs out
-//	go run . -workers 50 -pacer  # the same with the Pacer
-//	go run . -sdk adaptive       # no retry.Transport: the SDK's adaptive retry mode
-//	go run . -sdk standard       # or its standard mode
+//	go run .                           # client.go's settings and its Pacer: every call succeeds
+//	go run . -pacer=false              # the settings alone, retries without the Pacer
+//	go run . -defaults                 # retry's defaults instead: calls run out of attempts
+//	go run . -workers 50               # 250 calls: every call succeeds
+//	go run . -workers 50 -pacer=false  # retries alone: the retry budget runs out
+//	go run . -sdk adaptive             # no retry.Transport: the SDK's adaptive retry mode
+//	go run . -sdk standard             # or its standard mode
 //
-// -workers takes 1 to 200; -pacer combines with -defaults too. The Pacer is
-// keyed by the access key ID in each request's SigV4 Authorization header.
+// -workers takes 1 to 200. The Pacer (newPacer) is on with client.go's
+// settings and off with -defaults unless -pacer says otherwise; it is keyed
+// by the access key ID in each request's SigV4 Authorization header.
 // -sdk runs the SDK's own retryer (aws/retry, with MaxAttempts raised to
 // this program's 20 and its other defaults) over a plain net/http
 // transport instead of the Transport, for comparison: the same calls,
 // their attempts counted by the server.
 //
-// It needs no network beyond 127.0.0.1 and no AWS account. In 3 runs of
-// each, go run . took 11.4 to 12.6 seconds (at 5 requests a second, 50
-// calls need 9) and go run . -pacer 11.7 to 13.4; go run . -workers 50
-// took 18 seconds, with 98 to 104 of the 250 calls failing on the retry
-// budget (2 runs), and go run . -workers 50 -pacer 59 to 62 seconds, with
-// every call a success (5 runs). client.go has the details.
+// It needs no network beyond 127.0.0.1 and no AWS account. client.go
+// explains the settings; docs/route53.md has the measurements.
 package main
 
 import (
@@ -78,20 +75,12 @@ const (
 )
 
 func main() {
-	var o options
-	flag.IntVar(&o.workers, "workers", defaultWorkers, fmt.Sprintf("goroutines, 1 to %d, each making %d calls", maxWorkers, callsPerWorker))
-	flag.BoolVar(&o.defaults, "defaults", false, "use retry's default attempts and backoff instead of the Route 53 settings")
-	flag.BoolVar(&o.pacer, "pacer", false, "add a pace.Pacer keyed by the account (access key ID) to the Transport")
-	flag.StringVar(&o.sdk, "sdk", "", "standard or adaptive: the AWS SDK's own retry mode instead of retry.Transport")
-	flag.Parse()
-	if err := o.validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "route53:", err)
-		flag.Usage()
-		os.Exit(2)
+	o, err := parseOptions(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
 	}
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "route53: unexpected arguments %q\n", flag.Args())
-		flag.Usage()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "route53:", err)
 		os.Exit(2)
 	}
 	res, err := run(context.Background(), os.Stdout, o)
@@ -102,6 +91,29 @@ func main() {
 	if res.failed() > 0 {
 		os.Exit(1)
 	}
+}
+
+// parseOptions reads the program's flags from args. The Pacer is on unless
+// -defaults or -sdk is given and -pacer is not.
+func parseOptions(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("route53", flag.ContinueOnError)
+	fs.IntVar(&o.workers, "workers", defaultWorkers, fmt.Sprintf("goroutines, 1 to %d, each making %d calls", maxWorkers, callsPerWorker))
+	fs.BoolVar(&o.defaults, "defaults", false, "use retry's default attempts and backoff instead of the Route 53 settings")
+	fs.BoolVar(&o.pacer, "pacer", true, "a pace.Pacer keyed by the account (access key ID) in the Transport; on unless -defaults or -sdk")
+	fs.StringVar(&o.sdk, "sdk", "", "standard or adaptive: the AWS SDK's own retry mode instead of retry.Transport")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	pacerSet := false
+	fs.Visit(func(f *flag.Flag) { pacerSet = pacerSet || f.Name == "pacer" })
+	if !pacerSet && (o.defaults || o.sdk != "") {
+		o.pacer = false
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return o, o.validate()
 }
 
 // options are the program's flags.

@@ -206,7 +206,7 @@ func TestDefaultsRunOut(t *testing.T) {
 	}
 }
 
-// TestPacer runs the program as `go run . -workers 5 -pacer` does: the
+// TestPacer runs the program as `go run . -workers 5` does: the
 // Pacer, keyed by the account, learns a rate near Route 53's 5 requests a
 // second, and every call succeeds. (Five workers, not ten, keep the test
 // short: the run takes some 6 seconds, against 13 to 14 for ten.)
@@ -571,5 +571,34 @@ func TestFillFromLog(t *testing.T) {
 	none := &call{}
 	if fillFromLog(none, log); len(none.retries) != 0 {
 		t.Errorf("a call without an invocation ID got retries %v", none.retries)
+	}
+}
+
+// TestParseOptions: the Pacer is on with client.go's settings, off with
+// -defaults or -sdk unless -pacer says otherwise.
+func TestParseOptions(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		pacer bool
+		err   bool
+	}{
+		{nil, true, false},
+		{[]string{"-workers", "50"}, true, false},
+		{[]string{"-pacer=false"}, false, false},
+		{[]string{"-defaults"}, false, false},
+		{[]string{"-defaults", "-pacer"}, true, false},
+		{[]string{"-sdk", "adaptive"}, false, false},
+		{[]string{"-sdk", "standard", "-pacer"}, true, true},
+		{[]string{"-workers", "0"}, true, true},
+		{[]string{"extra"}, true, true},
+	} {
+		o, err := parseOptions(tc.args)
+		if (err != nil) != tc.err {
+			t.Errorf("parseOptions(%q): error %v; want error %v", tc.args, err, tc.err)
+			continue
+		}
+		if err == nil && o.pacer != tc.pacer {
+			t.Errorf("parseOptions(%q).pacer = %v; want %v", tc.args, o.pacer, tc.pacer)
+		}
 	}
 }
