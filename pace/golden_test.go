@@ -183,6 +183,18 @@ func goldenScenarios() []goldenScenario {
 			}
 		}
 	}
+	// TestQuietSpellIsMeasuredAfresh.
+	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+		for _, gap := range []time.Duration{0, 10 * time.Second} {
+			add(fmt.Sprintf("quiet/a%d/gap%v", adapt, gap), func(t *testing.T, tr *simTrace) {
+				p := &Pacer{InitialWindow: -1, Adapt: adapt}
+				srv := &simServer{rnd: rand.New(rand.NewPCG(1, 2)), trace: tr}
+				busy, _, _ := simRun(t, p, srv, pacerEpoch, 50, 1000)
+				srv.rate = 100
+				simRun(t, p, srv, busy.Add(gap), 1000, 1000)
+			})
+		}
+	}
 	// TestPacerFollowsALimitThatMoves.
 	for _, to := range []float64{2.5, 10} {
 		for seed := range uint64(3) {

@@ -43,6 +43,9 @@ const (
 	smoothing = 0.8
 	// bucketWidth is the period over which the sending rate is measured.
 	bucketWidth = 500 * time.Millisecond
+	// A bucket that lasts quietTime, no answer in it, ends a quiet spell of
+	// an idle key: the rates measured before are forgotten (see measure).
+	quietTime = 4 * bucketWidth
 	// drainWindow is how long after a key's first throttle the successes
 	// since bound the accepted rate (see keyState.acceptedRate): as long as
 	// a burst's share of the smoothed rate takes to fade.
@@ -1213,10 +1216,20 @@ func (s *keyState) measure(now time.Time) {
 		s.meter.refused = 0
 		s.meter.lastOK, s.meter.lastRefused = okN, refused
 		sent, ok := float64(s.meter.takeSent())/sec, float64(okN)/sec
-		if !s.meter.sampled {
+		switch {
+		case elapsed >= quietTime && !s.engaged.Load():
+			// No answer for quietTime: the key was quiet, and what it
+			// sends next is no continuation of the rate before. Folded
+			// in, the quiet bucket pulled the rate down to a fraction of
+			// what the client sent when it was busy, and a burst's first
+			// cut came from that (AIMD: 6/s where the same burst without
+			// the gap cut to 35/s). The burst is measured afresh, as a new
+			// key's is.
+			s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
+		case !s.meter.sampled:
 			// The first bucket is the estimate, not a fifth of it.
 			s.meter.measured, s.meter.accepted, s.meter.sampled = sent, ok, true
-		} else {
+		default:
 			s.meter.measured = sent*smoothing + s.meter.measured*(1-smoothing)
 			s.meter.accepted = ok*smoothing + s.meter.accepted*(1-smoothing)
 		}

@@ -39,6 +39,9 @@ type simServer struct {
 	// trace, if not nil, records every step of the simulation that runs
 	// against the server (see golden_test.go).
 	trace *simTrace
+	// onAnswer, if not nil, is called by simRun after each answer is
+	// observed.
+	onAnswer func()
 }
 
 func (s *simServer) answer(at time.Time) retry.Class {
@@ -110,6 +113,9 @@ func simRun(t *testing.T, p *Pacer, srv *simServer, from time.Time, demand float
 		}
 		p.observe(req, class, response(code), res.generation(), at)
 		srv.trace.answer(p.state(req), at, class, res.generation())
+		if srv.onAnswer != nil {
+			srv.onAnswer()
+		}
 		_, engaged := p.Rate("api.example")
 		if wasEngaged && !engaged {
 			disengaged++

@@ -1,0 +1,58 @@
+package pace
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// burstAfter runs a key busy at 50 requests a second for 1000 attempts,
+// quiet for gap, then a queue of 1000 attempts at 1000 a second against a
+// limit of 100: the rate the Pacer first engaged at in the queue, and how
+// long the queue took.
+func burstAfter(t *testing.T, adapt Adapt, gap time.Duration) (first float64, took time.Duration) {
+	t.Helper()
+	p := &Pacer{InitialWindow: -1, Adapt: adapt}
+	srv := &simServer{rnd: rand.New(rand.NewPCG(1, 2))}
+	busy, _, _ := simRun(t, p, srv, pacerEpoch, 50, 1000)
+	srv.rate = 100
+	start := busy.Add(gap)
+	end, _, _ := simRunUntilEngaged(t, p, srv, start, &first)
+	return first, end.Sub(start)
+}
+
+// simRunUntilEngaged is simRun of the queue, noting in first the rate the
+// key first engaged at.
+func simRunUntilEngaged(t *testing.T, p *Pacer, srv *simServer, from time.Time, first *float64) (time.Time, int, int) {
+	t.Helper()
+	srv.trace = nil
+	srv.onAnswer = func() {
+		if r, on := p.Rate("api.example"); on && *first == 0 {
+			*first = r
+		}
+	}
+	defer func() { srv.onAnswer = nil }()
+	return simRun(t, p, srv, from, 1000, 1000)
+}
+
+// TestQuietSpellIsMeasuredAfresh: a key busy, then quiet, measures the
+// burst that ends the quiet as a new key would, instead of folding the
+// quiet into its sending rate. Before, AIMD's first cut after 10 s of
+// quiet (or 10 minutes) came from about 6 requests a second, where the
+// same burst without the gap cut to 35, and the queue took 39 to 40 s
+// instead of 22 (CUBIC: 8 against 35, 17 s against 14).
+func TestQuietSpellIsMeasuredAfresh(t *testing.T) {
+	for _, adapt := range []Adapt{AdaptAIMD, AdaptCubic} {
+		noGap, noGapTook := burstAfter(t, adapt, 0)
+		for _, gap := range []time.Duration{10 * time.Second, 10 * time.Minute} {
+			t.Run(fmt.Sprintf("a%d/%v", adapt, gap), func(t *testing.T) {
+				first, took := burstAfter(t, adapt, gap)
+				assert.GreaterOrEqual(t, first, 0.7*noGap, "first rate engaged after the gap; %.1f without it", noGap)
+				assert.LessOrEqual(t, took, noGapTook*11/10, "1000 attempts at a limit of 100/s after the gap; %v without it", noGapTook)
+			})
+		}
+	}
+}
