@@ -66,7 +66,7 @@ type replayBody struct {
 
 	mu         sync.Mutex
 	wake       sync.Cond // signalled when a read of src ends or a reader closes
-	chunks     [][]byte
+	chunks     []*chunk // the copy, from the chunk pools (see chunkpool.go)
 	pos        int64 // bytes read from src so far
 	dropped    bool  // the copy exceeded max and was released
 	eof        bool
@@ -222,7 +222,7 @@ func (b *replayBody) closeIfUnused() {
 	b.mu.Lock()
 	last := b.done && b.open == 0
 	if last {
-		b.chunks, b.dropped = nil, true
+		b.release()
 	}
 	b.mu.Unlock()
 	if last {
@@ -314,11 +314,11 @@ func (b *replayBody) copyAt(r *replayReader, p []byte) int {
 	off := r.off
 	n := 0
 	for _, c := range b.chunks {
-		if off >= int64(len(c)) {
-			off -= int64(len(c))
+		if off >= int64(len(c.buf)) {
+			off -= int64(len(c.buf))
 			continue
 		}
-		k := copy(p[n:], c[off:])
+		k := copy(p[n:], c.buf[off:])
 		n += k
 		off = 0
 		if n == len(p) {
@@ -330,37 +330,46 @@ func (b *replayBody) copyAt(r *replayReader, p []byte) int {
 }
 
 // record keeps p for replay, or drops the whole copy once it would exceed
-// max. Chunks grow geometrically with the bytes already read, never past
+// max. Chunks grow geometrically with the bytes already read, sized by
 // what the declared length still promises, so the copy is never much
-// larger than the body.
+// larger than the body: at most twice, in its last chunk's class.
 func (b *replayBody) record(p []byte) {
 	if b.dropped {
 		return
 	}
 	if b.pos+int64(len(p)) > b.max {
-		b.chunks = nil
-		b.dropped = true
+		b.release()
 		return
 	}
 	for len(p) > 0 {
-		var last []byte
+		var last *chunk
 		if len(b.chunks) > 0 {
 			last = b.chunks[len(b.chunks)-1]
 		}
-		if len(last) == cap(last) {
+		if last == nil || len(last.buf) == cap(last.buf) {
 			size := max(int64(minChunk), b.pos)
 			size = min(size, maxChunk, b.max-b.pos)
 			if left := b.declared - b.pos; left > 0 {
 				size = min(size, left)
 			}
-			size = max(size, int64(len(p)))
-			b.chunks = append(b.chunks, make([]byte, 0, size))
-			last = b.chunks[len(b.chunks)-1]
+			last = getChunk(int(size))
+			b.chunks = append(b.chunks, last)
 		}
-		k := min(len(p), cap(last)-len(last))
-		b.chunks[len(b.chunks)-1] = append(last, p[:k]...)
+		k := min(len(p), cap(last.buf)-len(last.buf))
+		last.buf = append(last.buf, p[:k]...)
 		p = p[k:]
 	}
+}
+
+// release drops the copy, returning its chunks to their pools: no reader
+// can read it again, since every read of the copy is made under b.mu and
+// finds it dropped. b.mu must be held.
+func (b *replayBody) release() {
+	for i, c := range b.chunks {
+		putChunk(c)
+		b.chunks[i] = nil
+	}
+	b.chunks, b.dropped = nil, true
 }
 
 // replayReader is one attempt's view of a replayBody. Its fields are
