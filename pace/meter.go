@@ -1,0 +1,169 @@
+package pace
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// meter measures the rates the key is sent and accepted at, in buckets of
+// bucketWidth. Its atomics are counted without the lock.
+type meter struct {
+	okOnce atomic.Bool  // a success has been seen
+	sent   atomic.Int64 // attempts sent in the current bucket
+	// active counts the attempts between Wait and their turn's Done or
+	// Abandon, waits included: the key table never forgets a key with
+	// any (see keyTable). It sits beside sent and ok, which the same
+	// attempt writes just after and just before it, to share their cache
+	// line.
+	active     atomic.Int64
+	sentBefore int64        // attempts sent in the buckets before it, under s.mu
+	ok         atomic.Int64 // successes in the current bucket
+	// bucketEnd is when the current bucket ends (0: none yet), for the
+	// lock-free fast path: in nanoseconds after the key was made (see
+	// keyState.since), a monotonic reading, as every other comparison of
+	// times here is, so that a step of the wall clock cannot hold the
+	// bucket open.
+	bucketEnd atomic.Int64
+
+	refused int64 // throttles in the current bucket
+	// lastOK and lastRefused are the successes and throttles of the
+	// bucket before.
+	lastOK, lastRefused int64
+	measured            float64   // smoothed sending rate, requests per second
+	accepted            float64   // smoothed success rate, requests per second
+	bucket              time.Time // start of the current bucket
+	sampled             bool      // a whole bucket has been measured
+	// drained is when the key's first throttle (since it was last idle)
+	// found the server's bucket empty, and drainedOK and drainedRefused
+	// count the successes and throttles since (see acceptedRate); zero:
+	// none since (a key engaged by a server's hint has not drained it).
+	drained                   time.Time
+	drainedOK, drainedRefused int64
+	// suspicion is the idle key's CUSUM (see keyState.suspect), +Inf
+	// after a restart, and suspectOK the current bucket's successes it
+	// has weighed.
+	suspicion float64
+	suspectOK int64
+}
+
+// sends returns the attempts the key has sent since it was created. The
+// caller holds s.mu.
+func (m *meter) sends() int64 { return m.sentBefore + m.sent.Load() }
+
+// bucketRate returns the rate of the attempts sent in the current bucket,
+// over the time since it began or floor, whichever is longer: the sending
+// rate before a whole bucket is measured. The caller holds s.mu.
+func (m *meter) bucketRate(now time.Time, floor time.Duration) float64 {
+	return float64(m.sent.Load()) / max(now.Sub(m.bucket), floor).Seconds()
+}
+
+// answeredShare returns the share of the current bucket's answers
+// refused, and whether it reads the share of the attempts sent: whether
+// the server has answered a quarter of them or more. A burst that it
+// answers far slower than it was sent says less of the share than of the
+// server's capacity. The caller holds s.mu.
+func (m *meter) answeredShare() (share float64, read bool) {
+	refused := float64(m.refused)
+	answered := refused + float64(m.ok.Load())
+	if answered == 0 {
+		return 0, false
+	}
+	return refused / answered, 4*answered >= float64(m.sent.Load())
+}
+
+// takeSent ends the current bucket's count of attempts sent, adding it to
+// sentBefore, and returns it. The caller holds s.mu.
+func (m *meter) takeSent() int64 {
+	n := m.sent.Swap(0)
+	m.sentBefore += n
+	return n
+}
+
+// weigh folds okN successes into the idle key's CUSUM: each takes the
+// same away, and the sum stops at zero, so that they count at once. The
+// caller holds s.mu.
+func (m *meter) weigh(okN int64) {
+	if okN > 0 {
+		m.suspicion = max(0, m.suspicion+float64(okN)*math.Log((1-engageHigh)/(1-engageLow)))
+	}
+}
+
+// measure folds the attempts sent in each half-second bucket that has
+// ended into the smoothed sending rate.
+func (s *keyState) measure(now time.Time) {
+	if s.meter.bucket.IsZero() {
+		s.meter.bucket = now
+		s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
+	}
+	if elapsed := now.Sub(s.meter.bucket); elapsed >= bucketWidth {
+		sec := elapsed.Seconds()
+		okN, refused := s.meter.ok.Swap(0), s.meter.refused
+		if !s.engaged.Load() {
+			s.meter.weigh(okN - s.meter.suspectOK)
+			s.shed.idleBucket(okN, refused)
+		}
+		s.meter.suspectOK = 0
+		s.meter.refused = 0
+		s.meter.lastOK, s.meter.lastRefused = okN, refused
+		sent, ok := float64(s.meter.takeSent())/sec, float64(okN)/sec
+		switch {
+		case elapsed >= quietTime && !s.engaged.Load():
+			// No answer for quietTime: the key was quiet, and what it
+			// sends next is no continuation of the rate before. Folded
+			// in, the quiet bucket pulled the rate down to a fraction of
+			// what the client sent when it was busy, and a burst's first
+			// cut came from that (AIMD: 6/s where the same burst without
+			// the gap cut to 35/s). The burst is measured afresh, as a new
+			// key's is.
+			s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
+		case !s.meter.sampled:
+			// The first bucket is the estimate, not a fifth of it.
+			s.meter.measured, s.meter.accepted, s.meter.sampled = sent, ok, true
+		default:
+			s.meter.measured = sent*smoothing + s.meter.measured*(1-smoothing)
+			s.meter.accepted = ok*smoothing + s.meter.accepted*(1-smoothing)
+		}
+		s.meter.bucket = now
+		s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
+	}
+}
+
+// acceptedRate returns the rate of successes: the smoothed rate, or the
+// current bucket's if that is higher (it is fresher) and counts at least
+// minSamples successes.
+//
+// A token bucket's burst inflates both: a limiter of 100 requests a second
+// with a burst of 10 accepts 11 at once, and 11 successes within the 10 ms
+// of a cold start's first cuts measured 1100 a second, so that every cut
+// of the cascade that followed stopped at 0.9 of a rate the server had
+// never kept up (21 to 26 cuts from thousands a second in the runs
+// traced, each paid for with refusals). Once a throttle has found the bucket empty, and while
+// the client keeps it empty (drainedShare of the answers since refused),
+// the successes since come at the rate it refills: for drainWindow after
+// the first throttle, the rate is no more than theirs over the time
+// since, or, fewer than minSamples of them, than minSamples over it. A
+// client refused at random is not bounded so: cut to the share accepted
+// since its first throttle, it would be cut again and again (see
+// shedding).
+func (s *keyState) acceptedRate(now time.Time) float64 {
+	m := &s.meter
+	c := m.accepted
+	if n := m.ok.Load(); n >= minSamples {
+		c = max(c, float64(n)/max(now.Sub(m.bucket), minElapsed).Seconds())
+	}
+	if e := now.Sub(m.drained); !m.drained.IsZero() && e > 0 && e < drainWindow &&
+		float64(m.drainedRefused) > drainedShare*float64(m.drainedOK+m.drainedRefused) {
+		// Over the time since, not minElapsed: a bound that holds a
+		// client of thousands a second to minSamples in 10 ms would
+		// cut it far below what it is accepted at.
+		c = min(c, float64(max(m.drainedOK, minSamples))/e.Seconds())
+	}
+	return c
+}
+
+// drain notes the key's first throttle since it was idle: the server's
+// bucket is empty (see acceptedRate). The caller holds s.mu.
+func (m *meter) drain(now time.Time) {
+	m.drained, m.drainedOK, m.drainedRefused = now, 0, 0
+}

@@ -1,0 +1,224 @@
+package pace
+
+import (
+	"math"
+	"time"
+)
+
+// rateCurve is the rate in force and the curve it grows back along.
+type rateCurve struct {
+	fill    float64   // the rate in force, requests per second
+	lastMax float64   // rate at the last throttle
+	lastCut time.Time // time of the last throttle
+	cutTo   float64   // the rate the last throttle cut to
+	window  float64   // seconds the cubic curve takes back to lastMax
+	// limit is the rate the throttles have found the limit at (the
+	// lowest of theirs, moved halfway toward a probe's; see learn), and
+	// steady how many throttles more have found it since the first; 0
+	// and 0: none yet.
+	limit  float64
+	steady int
+}
+
+// learn updates the steady limit after a throttle at rate base, the rate
+// in force (engaged) or the rate the client was measured sending at, t
+// seconds after the last cut; afterOK if a success came since that cut
+// (or the key was not engaged).
+//
+// On a steady limit, a curve that grows back to the rate of the last
+// throttle and probes above it finds the limit again within seconds,
+// and pays for it each time with a refusal and a cut: against nginx's
+// limit_req at 5 requests/s, CUBIC alone was refused about once a second
+// and averaged 4 successes a second, 0.8 of the limit. So throttles at
+// rates within steadyBand of each other are taken to find one limit, its
+// rate the lowest of theirs (a throttle below the others is the closer
+// measure), and the curve holds below it for a while (see hold). But a
+// throttle of the probe that follows a whole hold without one moves the
+// limit halfway to its rate: timing noise (attempts that arrive late,
+// then one on time) can refuse an attempt paced below the limit, and the
+// lowest rate alone would only ever fall. A throttle clearly above or
+// below the limit begins again: the limit moved.
+//
+// Only a throttle that follows a success since the last cut finds the
+// limit: the cuts of one silence, a fixed window's refusing everything
+// until it ends, come 0.9 times apart, and counted as finds they made a
+// steady limit of 16 within a second, held at for 8 s at 8 to 10 a
+// second against a window of 20 (see resume).
+func (r *rateCurve) learn(base float64, engaged, afterOK bool, t float64, adapt Adapt) {
+	if engaged && !afterOK {
+		return
+	}
+	switch {
+	case !engaged || r.limit <= 0 || base > steadyBand*r.limit || base*steadyBand < r.limit:
+		r.limit, r.steady = base, 0
+	case r.steady > 0 && t > r.reach(adapt)+r.hold().Seconds():
+		r.limit, r.steady = (r.limit+base)/2, r.steady+1
+	default:
+		r.limit, r.steady = min(r.limit, base), r.steady+1
+	}
+}
+
+// aim sets the curve the rate grows back along, from the rate from (set
+// at now, by a cut or by resume) to top and beyond: CUBIC's takes window
+// seconds back to top, AIMD's grows from cutTo.
+func (r *rateCurve) aim(top, from, minRate float64, now time.Time, adapt Adapt) {
+	r.lastMax, r.lastCut, r.cutTo = top, now, max(from, minRate)
+	if adapt == AdaptCubic {
+		r.window = math.Cbrt(max(top-from, 0) / cubicScale)
+	}
+}
+
+// hold returns how long the curve holds at plateauShare of a steady
+// limit before it probes above it: 0 until a second throttle finds the
+// limit, then holdBase, doubled for each throttle more, up to holdMax.
+// Probing less often on a limit found again and again spends fewer
+// refusals on it, and the limit moving shows within holdMax.
+func (r *rateCurve) hold() time.Duration {
+	if r.steady == 0 {
+		return 0
+	}
+	return min(holdBase<<min(r.steady-1, 8), holdMax)
+}
+
+// reach returns the seconds after the last cut at which the curve of
+// adapt reaches plateauShare of the steady limit: 0 if the cut left the
+// rate there or above.
+func (r *rateCurve) reach(adapt Adapt) float64 {
+	p := plateauShare * r.limit
+	if r.cutTo >= p {
+		return 0
+	}
+	if adapt == AdaptAIMD {
+		return p - r.cutTo // one request per second per second
+	}
+	return max(r.window+math.Cbrt((p-r.lastMax)/cubicScale), 0)
+}
+
+// throttled cuts the rate below the rate the client was sending at.
+func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
+	// Engaged, the rate in force is what the server refused. Before, it
+	// is the rate the client was measured sending at; throttled before a
+	// whole bucket was measured, the attempts sent so far, over at least
+	// minElapsed (minElapsedModerate for a moderate share), estimate it.
+	base, share := s.rate.fill, 1.0
+	if !s.engaged.Load() {
+		defer s.meter.drain(now)
+		// The successes so far begin the first cycle (see resume).
+		s.outage.cycleStart, s.outage.cycleOK = s.meter.bucket, s.meter.ok.Load()
+		s.outage.lastOK, s.outage.cutsSinceOK = now, 0 // an outage is timed from here
+		s.endHold()
+		s.outage.refusedSinceOK = 1
+		if sh, read := s.meter.answeredShare(); read {
+			share = sh
+		}
+		base = s.meter.measured
+		if base <= 0 {
+			elapsed := minElapsed
+			if share <= shedMaxShare {
+				elapsed = minElapsedModerate
+			}
+			base = s.meter.bucketRate(now, elapsed)
+		}
+	}
+	s.shed.cut(s, base, now)
+	s.rate.learn(base, s.engaged.Load(), s.outage.cutsSinceOK == 0, now.Sub(s.rate.lastCut).Seconds(), adapt)
+	if s.outage.cutsSinceOK == 0 {
+		// The first cut of a streak: what came before tells an outage's
+		// silence from a limit's pauses (see outageOver).
+		s.outage.streakAccepted, s.outage.streakAfterOK = s.meter.accepted, s.meter.okOnce.Load()
+	}
+	s.outage.cutsSinceOK++
+	s.void()
+	var next float64
+	switch adapt {
+	case AdaptAIMD:
+		next = base * aimdCut
+	default:
+		next = base * cubicBeta
+	}
+	// A rate limit has a fixed capacity, and while the client is being
+	// refused, the rate at which it is still accepted measures it (as
+	// BBR takes the delivery rate for the bottleneck's).
+	switch c := s.acceptedRate(now); {
+	case !s.engaged.Load() && share <= shedMaxShare:
+		// Few of the answers refused, and the server keeping up: the
+		// client is near the server's capacity, or refused at random
+		// (see shedding), not far above a limit. A limit is then at
+		// about (1-share) times the rate measured, and the cut goes to
+		// just below that, if that is less of a cut; the test of
+		// shedding weighs the refusals there. The rate was measured
+		// over a millisecond or more, not ten: the first throttle of a
+		// fast client comes within a millisecond or two, and its
+		// attempts over ten would be a tenth of its rate.
+		next = max(next, acceptedShare*(1-share)*base)
+		// As setRate will clamp it: below MinRate, no rate in force
+		// would ever be at or below the low rate, and the test would
+		// never weigh an outcome.
+		s.shed.lowRate = max(next, minRate)
+	case !s.engaged.Load() && c > 0:
+		// The first cut goes at least that far: from the burst of a
+		// cold start, at thousands of requests a second, multiplying
+		// by 0.7 would take a dozen cuts, each paid for with a round
+		// of refusals.
+		next = min(next, acceptedShare*c)
+	case c > 0:
+		// Later cuts go no further than just below it, as long as that
+		// is a cut at all: a rate near the limit was found, and a deep
+		// cut would take seconds of cubic growth to win back.
+		next = max(next, acceptedShare*min(c, base))
+	}
+	switch {
+	case s.outage.streakAfterOK:
+		// The server has accepted requests: refused now, it is over
+		// its limit, or down; either way the rate comes down.
+	case s.outage.cutsSinceOK == 1:
+		s.outage.base = next
+	case next < outageShare*s.outage.base:
+		// Never a success yet: the rate the cuts approach is the
+		// outage's, not the server's. Held here, the waiting requests
+		// keep turns within their deadlines until it answers.
+		next = outageShare * s.outage.base
+		s.outage.holding = true
+	}
+	s.rate.aim(base, next, minRate, now, adapt)
+	s.setRate(next, minRate)
+	// The turns handed out at the old rate would meet refusals.
+	s.reschedule(now)
+}
+
+// succeeded grows the rate back after a throttle.
+func (s *keyState) succeeded(now time.Time, adapt Adapt, minRate float64) {
+	t := now.Sub(s.rate.lastCut).Seconds()
+	if h := s.rate.hold(); h > 0 {
+		// On a steady limit the curve stops at plateauShare of it for
+		// the hold, then goes on from there.
+		if reach := s.rate.reach(adapt); t > reach {
+			t = max(reach, t-h.Seconds())
+		}
+	}
+	var next float64
+	switch adapt {
+	case AdaptAIMD:
+		// One request per second more for every second without a
+		// throttle, from the rate the cut set.
+		next = s.rate.cutTo + t
+	default:
+		d := t - s.rate.window
+		next = cubicScale*d*d*d + s.rate.lastMax
+	}
+	// Growth beyond what the client is measured sending at is growth
+	// nothing has tested: a client whose turns were handed out at the old
+	// rate would find, once they are spent, a rate the server refuses.
+	// So the rate grows only from a measured sending rate. Nor does a
+	// client that sends less lower the rate it has learned.
+	if next > s.rate.fill {
+		next = min(next, max(s.rate.fill, growthLimit*s.meter.measured))
+	}
+	s.setRate(next, minRate)
+	// Turns queued at a rate well below the new one would keep the client
+	// at the old rate for as long as the queue lasts: they are void, and
+	// their attempts take turns at the new rate.
+	if s.sched.next.After(now) && s.rate.fill >= regrant*s.sched.granted {
+		s.reschedule(now)
+	}
+}

@@ -1,0 +1,244 @@
+package pace
+
+import (
+	"math"
+	"time"
+)
+
+// shedding tells a rate limit from refusals that do not depend on the
+// rate: a load balancer shedding a share of requests at random, a flaky
+// backend. A limit refuses a share that falls as the rate falls below it;
+// shedding refuses the same share at any rate, and cutting on it would
+// ratchet the rate down cut after cut (each floored at a share of an
+// accepted rate that falls with it), until requests fail waiting for
+// turns that retries alone would not have needed.
+//
+// So a chain of cuts is watched from its first: the rate before it, and
+// the share of the attempts refused before it (counted without the
+// refusal that cut; see stoppedShare). Unless that share is clearly over
+// shedMaxShare (0.7 times the rate, a limit refuses nothing if that share
+// was 0.3 or less, and at most 14 % at 0.4; see limitShare), the chain is
+// tested in two stages. At 0.7 times its rate or less (or the rate of a
+// moderate first cut, see low), the attempts paced at the rate in force
+// must still be refused at no less than half the first share and no
+// more than it (each as it may have been; see hiLower and hiUpper); then,
+// as a token bucket's burst makes a limit's first share look smaller than
+// it is, again at a rate below what a limit accepted there (see deepen),
+// at no less than the first share. Then the refusals do not come from
+// the rate: the key disengages, and remembers the share. A throttle then
+// engages the key again, or cuts an engaged key's rate, only when the
+// share refused over the last two buckets is well above it (see noise),
+// as a limit's refusals grow with the rate. The chain ends as a limit's
+// when the share at the lower rate has clearly fallen or risen (see test
+// and keyState.testSuccess), or stays undecided for shedMaxRefusals
+// refusals, and ends when the key restarts or disengages.
+type shedding struct {
+	chainRate float64 // the rate before the chain's first cut; 0: no chain
+	// chainGen is the generation the attempts were paced at before that
+	// cut (0: not paced): answered after it, they too count in hiN and
+	// hiK.
+	chainGen uint64
+	// lowRate is the rate at or below which the attempts are paced low
+	// enough to test; 0: shedLowRate×chainRate.
+	lowRate  float64
+	hiN, hiK int // outcomes and refusals that led to that cut
+	// limit is set when the chain began again from one whose first
+	// share was a limit's (over shedMaxShare), from the outcomes since:
+	// at rates the limit refuses most of, eight of them can pass for a
+	// moderate share by chance (3 of 8 where a window limiter refused
+	// 60 %), and the test took a limit for shedding. Such a chain's
+	// first share is weighed over twice as many (see need).
+	limit    bool
+	epN, epK int // outcomes and refusals since the last cut, engaged
+	loN, loK int // of attempts paced at the low rate (see low) or less
+	// deep is set once the share at the low rate passed for the first
+	// one and the test goes on at a lower rate still (see deepen);
+	// saved is the rate curve it was at before.
+	deep  bool
+	saved rateCurve
+	// at is when the test's current stage began, the chain's first cut
+	// or deepen, and atSent the attempts sent by then (meter.sends).
+	at     time.Time
+	atSent int64
+	// share is the refusal share found not to depend on the rate,
+	// lowered while idle by buckets refused less often (see decay); 0:
+	// none.
+	share float64
+	// origin is the rate the key engaged from (the base of its first
+	// cut); 0 while idle. See test.
+	origin float64
+}
+
+// count adds an outcome to the chain's tallies: every outcome while the
+// key is engaged, since the last cut, and those of attempts paced at the
+// rate in force, by whether it is above the chain's low rate. The caller
+// holds s.mu.
+func (sh *shedding) count(s *keyState, refused bool, gen uint64) {
+	if !s.engaged.Load() {
+		return
+	}
+	k := 0
+	if refused {
+		k = 1
+	}
+	sh.epN, sh.epK = sh.epN+1, sh.epK+k
+	switch {
+	case sh.chainRate == 0:
+	case gen != s.sched.gen && gen <= sh.chainGen:
+		// Sent before the chain's first cut, answered after it: one
+		// more outcome at the chain's rate. A burst's are most of them.
+		sh.hiN, sh.hiK = sh.hiN+1, sh.hiK+k
+	case gen != s.sched.gen:
+	case s.rate.fill > sh.low():
+		sh.hiN, sh.hiK = sh.hiN+1, sh.hiK+k
+	default:
+		sh.loN, sh.loK = sh.loN+1, sh.loK+k
+	}
+}
+
+// cut notes a cut from rate base. The first of a chain records the rate
+// and the refusals that led to it: those of the current bucket before the
+// key engaged, those since the last cut after. A chain with too few
+// outcomes before its low rate to test against begins again at this cut,
+// keeping them; one refused too often before it to test anything begins
+// again from the outcomes at its low rate, or afresh.
+// The caller holds s.mu.
+func (sh *shedding) cut(s *keyState, base float64, now time.Time) {
+	switch {
+	case base <= 0:
+	case sh.chainRate == 0:
+		n, k := sh.epN, sh.epK
+		if !s.engaged.Load() {
+			k = int(s.meter.refused)
+			n = int(s.meter.ok.Load()) + k
+			sh.origin = base
+		}
+		sh.begin(s, now, base, n, k, false)
+	case sh.hiN < minSamples:
+		// Begun after a limit's, it still is: its first share is
+		// weighed over need's outcomes all the same.
+		sh.begin(s, now, base, sh.hiN+sh.loN, sh.hiK+sh.loK, sh.limit)
+	case sh.hiN < sh.need():
+		// Begun again after a limit's: the outcomes since weigh the
+		// first share too, and the chain keeps its rate.
+		sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
+		sh.loN, sh.loK = 0, 0
+	case sh.limitShare() && sh.loN >= minSamples:
+		sh.begin(s, now, base, sh.loN, sh.loK, true)
+	case sh.limitShare() && sh.hiN >= 2*minSamples:
+		sh.begin(s, now, base, sh.epN, sh.epK, true)
+	}
+	sh.epN, sh.epK = 0, 0
+}
+
+// begin (re)starts the chain at a cut from rate base at time now, with n
+// outcomes and k refusals before it; limit says it begins after a
+// limit's (see shedding.limit). The caller holds s.mu.
+func (sh *shedding) begin(s *keyState, now time.Time, base float64, n, k int, limit bool) {
+	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = base, s.sched.gen, 0, limit
+	sh.at, sh.atSent = now, s.meter.sends()
+	sh.hiN, sh.hiK = n, k
+	sh.loN, sh.loK, sh.deep = 0, 0, false
+}
+
+// need returns the fewest outcomes the chain's first share is weighed
+// over: minSamples, twice that for a chain begun again after a limit's.
+func (sh *shedding) need() int {
+	if sh.limit {
+		return 2 * minSamples
+	}
+	return minSamples
+}
+
+// low returns the rate at or below which the chain's attempts are paced
+// low enough to test: shedLowRate times the chain's, or the rate of a
+// shallower first cut (see keyState.throttled).
+func (sh *shedding) low() float64 {
+	if sh.lowRate > 0 {
+		return sh.lowRate
+	}
+	return shedLowRate * sh.chainRate
+}
+
+// testing reports whether the chain's test is under way: its first share
+// weighed, not clearly a limit's, and the rate in force at the low rate.
+func (sh *shedding) testing(s *keyState) bool {
+	return sh.chainRate != 0 && sh.hiN >= sh.need() && !sh.limitShare() && s.rate.fill <= sh.low()
+}
+
+// limitShare reports whether the chain's first share is clearly a
+// limit's, too high to test: over shedMaxShare by more than two standard
+// errors. A cold start's first refusals engaged the key when two of its
+// first few answers were (three in a row now, see suspect), and counted
+// with them, the share of a quarter refused at random came out at 5 of
+// 11 or 6 of 13 in the runs that collapsed: taken for a limit's, each
+// refusal after cut the rate again, halved with AIMD, until requests
+// failed waiting for turns.
+func (sh *shedding) limitShare() bool {
+	return sh.hiLower(stoppedShare(sh.hiK, sh.hiN)) > shedMaxShare
+}
+
+// endChain forgets the chain of cuts.
+func (sh *shedding) endChain() {
+	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = 0, 0, 0, false
+	sh.hiN, sh.hiK, sh.loN, sh.loK, sh.deep = 0, 0, 0, 0, false
+}
+
+// noise reports whether a throttle is no more than the key's refusals
+// that do not depend on the rate, if it has found any: whether the
+// refusals of the current bucket and the one before are not well above
+// that share (twice it, or halfway from it to all, whichever is less,
+// and three standard deviations).
+// Such a throttle neither engages the key nor cuts its rate: a limit's
+// refusals grow with the rate until they are well above it. The caller
+// holds s.mu.
+func (sh *shedding) noise(s *keyState) bool {
+	if sh.share == 0 {
+		return false
+	}
+	k := float64(s.meter.refused + s.meter.lastRefused)
+	n := k + float64(s.meter.ok.Load()+s.meter.lastOK)
+	mean := n * sh.share
+	// Twice the share, at most halfway to every answer refused: with a
+	// share of half or more found, twice it is every answer, and no
+	// limit could engage the key again. In the simulation of a limit
+	// with 10 % shed besides (TestSimReport), runs refused over 700
+	// times went from 5 and 1 of 100 to 1 and 0 with the cap.
+	return k <= mean+min(mean, (n-mean)/2) || k <= mean+3*math.Sqrt(mean*(1-sh.share))+2
+}
+
+// idleBucket folds a bucket of okN successes and refused throttles of an
+// idle key into the share of refusals that do not depend on the rate: a
+// key that has found none takes the share of a bucket of 4×minSamples
+// answers or more refused no more than engageLow, which it lives with
+// unpaced (see keyState.suspect), as if found; then it decays.
+// A limit reached later is told from them as from shedding found by a
+// test (see noise): the key engages on refusals well above them, and
+// does not cut on them while it paces. Without it, a key that met a
+// tenth shed at random, and then a limit of 100/s as well, cut on every
+// refusal at random once engaged: 77 of 100 simulated runs of AIMD took
+// over 20 s, or had 300 of 1000 attempts refused (TestSimReport).
+func (sh *shedding) idleBucket(okN, refused int64) {
+	switch n := okN + refused; {
+	case sh.share > 0:
+		sh.decay(okN, refused)
+	case n >= 4*minSamples && refused > 0 && float64(refused) <= engageLow*float64(n):
+		sh.share = float64(refused) / float64(n)
+	}
+}
+
+// decay folds a bucket of okN successes and refused throttles into the
+// share of refusals that do not depend on the rate, while the key is
+// idle, as the shedding subsides; it forgets the share once negligible.
+func (sh *shedding) decay(okN, refused int64) {
+	n := float64(okN) + float64(refused)
+	if n < 2*minSamples {
+		return
+	}
+	// Only down: folding in buckets refused more often would let a
+	// limit's refusals, as they grow, pass for shedding.
+	sh.share = min(sh.share, sh.share*(1-smoothing)+smoothing*float64(refused)/n)
+	if sh.share < 1e-3 {
+		sh.share = 0
+	}
+}
