@@ -51,11 +51,15 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 		// replays without GetBody, is stopped by the trace.
 		areq.GetBody = nil
 	}
-	if r.s.attemptHeader != "" {
+	if r.s.attemptHeader != "" || r.s.beforeAttempt != nil {
+		// A header of the attempt's own: the caller's request is never
+		// changed.
 		areq.Header = req.Header.Clone()
 		if areq.Header == nil {
 			areq.Header = make(http.Header)
 		}
+	}
+	if r.s.attemptHeader != "" {
 		areq.Header.Set(r.s.attemptHeader, strconv.Itoa(n))
 	}
 	switch {

@@ -66,9 +66,9 @@ type replayBody struct {
 
 	mu         sync.Mutex
 	wake       sync.Cond // signalled when a read of src ends or a reader closes
-	chunks     []*chunk // the copy, from the chunk pools (see chunkpool.go)
-	pos        int64 // bytes read from src so far
-	dropped    bool  // the copy exceeded max and was released
+	chunks     []*chunk  // the copy, from the chunk pools (see chunkpool.go)
+	pos        int64     // bytes read from src so far
+	dropped    bool      // the copy exceeded max and was released
 	eof        bool
 	err        error // sticky non-EOF error from src
 	lengthErr  error // src's length contradicts declared

@@ -60,6 +60,9 @@ const (
 	// StopRetriesOff: the outcome failed, and retries are off (MaxAttempts
 	// is 1). Like StopPermanent, it is no give-up: the call opted out.
 	StopRetriesOff
+	// StopBeforeAttempt: the BeforeAttempt hook refused the next attempt
+	// with an error.
+	StopBeforeAttempt
 )
 
 // Summary describes a call to RoundTrip as it returns, for the OnDone
@@ -88,16 +91,17 @@ type Summary struct {
 }
 
 var stopReasons = [...]string{
-	StopNone:       "not stopped",
-	StopPermanent:  "not retryable",
-	StopAttempts:   "attempts exhausted",
-	StopUnsafe:     "unsafe to replay",
-	StopBody:       "body cannot be replayed",
-	StopServerWait: "server wait too long",
-	StopDeadline:   "deadline too near",
-	StopCanceled:   "context done",
-	StopBudget:     "retry budget exhausted",
-	StopRetriesOff: "retries off",
+	StopNone:          "not stopped",
+	StopPermanent:     "not retryable",
+	StopAttempts:      "attempts exhausted",
+	StopUnsafe:        "unsafe to replay",
+	StopBody:          "body cannot be replayed",
+	StopServerWait:    "server wait too long",
+	StopDeadline:      "deadline too near",
+	StopCanceled:      "context done",
+	StopBudget:        "retry budget exhausted",
+	StopRetriesOff:    "retries off",
+	StopBeforeAttempt: "refused before the attempt",
 }
 
 func (r StopReason) String() string {
@@ -108,16 +112,17 @@ func (r StopReason) String() string {
 }
 
 var stopLabels = [...]string{
-	StopNone:       "none",
-	StopPermanent:  "not_retryable",
-	StopAttempts:   "attempts_exhausted",
-	StopUnsafe:     "unsafe_to_replay",
-	StopBody:       "body_not_replayable",
-	StopServerWait: "server_wait_too_long",
-	StopDeadline:   "deadline_too_near",
-	StopCanceled:   "context_done",
-	StopBudget:     "budget_exhausted",
-	StopRetriesOff: "retries_off",
+	StopNone:          "none",
+	StopPermanent:     "not_retryable",
+	StopAttempts:      "attempts_exhausted",
+	StopUnsafe:        "unsafe_to_replay",
+	StopBody:          "body_not_replayable",
+	StopServerWait:    "server_wait_too_long",
+	StopDeadline:      "deadline_too_near",
+	StopCanceled:      "context_done",
+	StopBudget:        "budget_exhausted",
+	StopRetriesOff:    "retries_off",
+	StopBeforeAttempt: "before_attempt",
 }
 
 // Label returns the reason's name for a metric label or a log field:

@@ -23,6 +23,10 @@ type roundTrip struct {
 	// next attempt waits for the Pacer.
 	kept    *http.Response
 	retried Class // the outcome the current attempt retries; Undecided for the first
+	// last is the outcome of the attempt before the current one, its
+	// response drained and closed, for the BeforeAttempt hook; nil before
+	// the first.
+	last *Outcome
 
 	// waitCtx is what the waits between attempts end on, made by waits
 	// when the request has a Cancel channel; nil until then.
@@ -66,6 +70,15 @@ func (r *roundTrip) run() (*http.Response, error) {
 			r.unpace()
 			return nil, r.giveUp(attempt-1, Permanent, nil, err, StopBody)
 		}
+		if err := r.prepare(areq, attempt); err != nil {
+			// Nothing is sent: the attempt's body is closed as the base
+			// would have closed it, the caller's with it on a first
+			// attempt that sends the caller's own body.
+			closeRequestBody(areq)
+			a.release()
+			r.unpace()
+			return nil, r.giveUp(attempt-1, r.end, nil, err, StopBeforeAttempt)
+		}
 		o, class := r.send(ctx, areq, a, attempt)
 		r.paced(o, class)
 		r.end = class
@@ -95,6 +108,10 @@ func (r *roundTrip) run() (*http.Response, error) {
 			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
 		}
 		r.discard(o)
+		if r.s.beforeAttempt != nil {
+			last := o // a copy: o itself stays on the stack
+			r.last = &last
+		}
 		a.release()
 		if err := r.timedWait(ctx, delay); err != nil {
 			return nil, r.giveUp(attempt, class, nil, err, StopCanceled)

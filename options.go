@@ -52,6 +52,11 @@ func WithOnGiveUp(f func(Event)) Option { return func(t *Transport) { t.OnGiveUp
 // WithOnDone sets [Transport.OnDone].
 func WithOnDone(f func(Summary)) Option { return func(t *Transport) { t.OnDone = f } }
 
+// WithBeforeAttempt sets [Transport.BeforeAttempt].
+func WithBeforeAttempt(f func(Prepare) error) Option {
+	return func(t *Transport) { t.BeforeAttempt = f }
+}
+
 type optionsKey struct{}
 
 // ContextWithOptions returns a copy of ctx that carries opts: a Transport

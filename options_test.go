@@ -94,6 +94,8 @@ func fillTransport(t *testing.T, tr *Transport) {
 				fv.Set(reflect.ValueOf(func(Event) {}))
 			case "OnDone":
 				fv.Set(reflect.ValueOf(func(Summary) {}))
+			case "BeforeAttempt":
+				fv.Set(reflect.ValueOf(func(Prepare) error { return nil }))
 			default:
 				t.Fatalf("the test does not know how to set Transport.%s", f.Name)
 			}

@@ -32,6 +32,7 @@ type settings struct {
 	onRetry        func(Event)
 	onGiveUp       func(Event)
 	onDone         func(Summary)
+	beforeAttempt  func(Prepare) error
 
 	// The seams, never nil: the real clock, sleep and random source, or a
 	// test's.
@@ -68,6 +69,7 @@ func (t *Transport) resolve() (settings, error) {
 		onRetry:        t.OnRetry,
 		onGiveUp:       t.OnGiveUp,
 		onDone:         t.OnDone,
+		beforeAttempt:  t.BeforeAttempt,
 		now:            t.now,
 		sleep:          t.sleep,
 		rand:           t.rand,
@@ -146,6 +148,7 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	c.onRetry = bothEvents(s.onRetry, o.OnRetry)
 	c.onGiveUp = bothEvents(s.onGiveUp, o.OnGiveUp)
 	c.onDone = bothSummaries(s.onDone, o.OnDone)
+	c.beforeAttempt = bothPrepares(s.beforeAttempt, o.BeforeAttempt)
 	return &c, nil
 }
 

@@ -113,6 +113,20 @@ type Transport struct {
 	// it took, how long it waited and how it ended.
 	OnDone func(Summary)
 
+	// BeforeAttempt, if not nil, is called before each attempt is sent,
+	// the first included, with the attempt's request: a clone whose
+	// header the hook may change, to sign the request again (a SigV4
+	// signature expires) or to set a token refreshed after a 401. It runs
+	// after the wait and the Pacer's turn, just before the request goes
+	// to Base, so what it sets is as fresh as it can be. An error it
+	// returns ends the call before anything more is sent: RoundTrip
+	// returns an [*Error] that wraps it, with reason StopBeforeAttempt.
+	// Whether a request may be replayed is decided from the caller's
+	// request, not from what the hook sets. Like the other hooks it is
+	// called from concurrent RoundTrips and must be safe for concurrent
+	// use.
+	BeforeAttempt func(Prepare) error
+
 	// Seams for tests: the clock, the sleep and the random source.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
