@@ -1,11 +1,13 @@
 package main
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/route53"
 
@@ -93,24 +95,50 @@ func newBudget() *retry.TokenBucket {
 // newTransport returns the retry layer for Route 53: AWS's throttling codes
 // (Route 53's Throttling and PriorRequestNotComplete come as HTTP 400)
 // are retried for every method, POST included, since the server refused
-// them without acting on them. opts are applied last, so they can add
-// hooks or change a setting.
-func newTransport(budget retry.Budget, opts ...retry.Option) *retry.Transport {
+// them without acting on them, and every replay is signed anew with creds.
+// opts are applied last, so they can add hooks or change a setting.
+func newTransport(budget retry.Budget, creds aws.CredentialsProvider, opts ...retry.Option) *retry.Transport {
 	return retry.New(nil, append([]retry.Option{
 		retry.WithBudget(budget),
 		retry.WithClassifier(awsretry.Classify),
 		retry.WithMaxAttempts(maxAttempts),
 		retry.WithBackoff(route53Backoff),
 		retry.WithMaxRetryAfter(maxRetryAfter),
-		// Not signed, so it may change on every replay: the server sees
-		// which attempt it is answering.
+		// The server sees which attempt it is answering; set before
+		// signAgain, which signs it with the rest.
 		retry.WithAttemptHeader("X-Retry-Attempt"),
+		retry.WithBeforeAttempt(signAgain(creds, time.Now)),
 	}, opts...)...)
+}
+
+// signAgain returns the BeforeAttempt hook that signs each replay anew,
+// with the SDK's own signer: the SDK signs a request once, before the
+// first attempt, and a replay that carries that signature more than five
+// minutes later is refused ("Signature expired"). The SDK passes the
+// payload's hash, which the signature covers, in the request's context.
+// now is the signing clock.
+func signAgain(creds aws.CredentialsProvider, now func() time.Time) func(retry.Prepare) error {
+	signer := v4.NewSigner()
+	return func(p retry.Prepare) error {
+		if p.Attempt == 1 {
+			return nil // the SDK has just signed it
+		}
+		ctx := p.Request.Context()
+		hash := v4.GetPayloadHash(ctx)
+		if hash == "" {
+			return errors.New("route53: the request carries no payload hash to sign a replay with")
+		}
+		c, err := creds.Retrieve(ctx)
+		if err != nil {
+			return err
+		}
+		return signer.SignHTTP(ctx, c, p.Request, hash, "route53", "us-east-1", now())
+	}
 }
 
 // newClient returns a Route 53 client that sends through rt, with the
 // SDK's own retries turned off: the SDK signs each request once, and rt,
-// below the signer, replays the signed request.
+// below the signer, replays it, signed anew (signAgain).
 func newClient(endpoint, accessKey, secretKey string, rt http.RoundTripper) *route53.Client {
 	return route53.New(route53.Options{
 		Region:       "us-east-1", // Route 53 is global and signs for us-east-1

@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/route53"
 	"github.com/aws/aws-sdk-go-v2/service/route53/types"
 	"github.com/aws/smithy-go"
@@ -357,7 +358,7 @@ func run(ctx context.Context, out io.Writer, o options) (*result, error) {
 		res.budget = newBudget()
 		res.budgetFull = res.budget.Tokens()
 		res.maxAttempts = maxAttempts
-		rt = newTransport(res.budget, append(hooks(res.budget, &res.lowTokens), pacing...)...)
+		rt = newTransport(res.budget, credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""), append(hooks(res.budget, &res.lowTokens), pacing...)...)
 		fmt.Fprintf(out, "Settings: %d attempts, Exponential{Base: %v, Cap: %v, Jitter: EqualJitter}, MaxRetryAfter %v,\n"+
 			"          %v per call, a budget charging %d token per failed throttled retry\n",
 			maxAttempts, route53Backoff.Base, route53Backoff.Cap, maxRetryAfter, callTimeout, res.budget.ThrottledCost)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/route53"
 	"github.com/aws/aws-sdk-go-v2/service/route53/types"
 	"github.com/aws/smithy-go"
@@ -29,7 +31,7 @@ func TestMain(m *testing.M) {
 // against the fake's own log: every call succeeded, the invalid change
 // failed at once with the SDK's typed error, the throttled calls were
 // retried with growing, jittered waits that never came faster than the
-// fake allows, and every replay carried the signature the SDK made once.
+// fake allows, and every replay was signed anew (signAgain).
 func TestRun(t *testing.T) {
 	var out bytes.Buffer
 	res, err := run(context.Background(), &out, options{workers: defaultWorkers})
@@ -150,8 +152,9 @@ func checkWaits(t *testing.T, res *result) {
 }
 
 // checkServer checks what the fake saw: only valid signatures, each call's
-// replays signed once, never more than 5 admitted requests a second, and
-// never two attempts of one call closer than the 200ms a slot takes to free.
+// replays signed anew (signAgain), never more than 5 admitted requests a
+// second, and never two attempts of one call closer than the 200ms a slot
+// takes to free.
 func checkServer(t *testing.T, res *result) {
 	s := serverStats(res.log)
 	if s.badSignatures != 0 {
@@ -172,8 +175,8 @@ func checkServer(t *testing.T, res *result) {
 			if r.Attempt != i+1 {
 				t.Errorf("call #%d: request %d has X-Retry-Attempt %d", c.n, i+1, r.Attempt)
 			}
-			if r.Signature != reqs[0].Signature || !r.SignedAt.Equal(reqs[0].SignedAt) {
-				t.Errorf("call #%d: attempt %d was signed anew; a replay must reuse the SDK's signature", c.n, i+1)
+			if i > 0 && (r.Signature == reqs[i-1].Signature || r.SignedAt.Before(reqs[i-1].SignedAt)) {
+				t.Errorf("call #%d: attempt %d carries the signature of attempt %d, or an older one; each replay is signed anew", c.n, i+1, i)
 			}
 			if i < len(reqs)-1 && r.Code != "Throttling" && r.Code != "PriorRequestNotComplete" {
 				t.Errorf("call #%d: attempt %d got %d %s and was retried", c.n, i+1, r.Status, r.Code)
@@ -354,7 +357,7 @@ func startFake(t *testing.T, fake *fakeRoute53, secret string, opts ...retry.Opt
 	t.Helper()
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	rt := newTransport(newBudget(), opts...)
+	rt := newTransport(newBudget(), credentials.NewStaticCredentialsProvider(accessKey, secret, ""), opts...)
 	t.Cleanup(rt.CloseIdleConnections)
 	return newClient(srv.URL, accessKey, secret, rt)
 }
@@ -395,30 +398,53 @@ func TestPriorRequestNotComplete(t *testing.T) {
 	}
 }
 
-// TestSignatureExpired shows what happens when a replay outlives its
-// signature: the server refuses it with 403, which is permanent, and the
-// SDK returns the error. Instead of waiting 5 minutes, the test moves the
-// server's clock 6 minutes ahead after the first, throttled attempt.
+// TestSignatureExpired: a replay that outlives the SDK's signature is
+// refused with 403 (permanent, and the SDK returns the error) unless it is
+// signed anew, as newTransport's signAgain does. Instead of waiting 5
+// minutes, the test moves the clocks 6 minutes ahead after the first,
+// throttled attempt: the server's, and the one signAgain signs with.
 func TestSignatureExpired(t *testing.T) {
-	var skew atomic.Int64
-	fake := newFake(0) // throttles everything
-	fake.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
-	var gaveUp retry.Event
-	client := startFake(t, fake, secretKey,
-		retry.WithOnRetry(func(retry.Event) { skew.Store(int64(6 * time.Minute)) }),
-		retry.WithOnGiveUp(func(e retry.Event) { gaveUp = e }))
+	for _, resign := range []bool{false, true} {
+		t.Run(fmt.Sprintf("signed anew %v", resign), func(t *testing.T) {
+			var skew atomic.Int64
+			now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+			fake := newFake(1) // one request a second: the retry gets through
+			fake.Now = now
+			hook := signAgain(credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""), now)
+			if !resign {
+				hook = nil
+			}
+			var gaveUp retry.Event
+			client := startFake(t, fake, secretKey,
+				retry.WithBeforeAttempt(hook), // replaces newTransport's
+				retry.WithOnRetry(func(retry.Event) { skew.Store(int64(6 * time.Minute)) }),
+				retry.WithOnGiveUp(func(e retry.Event) { gaveUp = e }))
+			fake.mu.Lock()
+			fake.admitted = map[string][]time.Time{accessKey: {now()}} // the first attempt is throttled
+			fake.mu.Unlock()
 
-	_, err := changeRecord(context.Background(), client, "Z1EXAMPLE", "a.example.com.", 60)
-	var apiErr smithy.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "SignatureDoesNotMatch" || !strings.Contains(apiErr.ErrorMessage(), "Signature expired") {
-		t.Fatalf("error %v; want SignatureDoesNotMatch: Signature expired", err)
-	}
-	if gaveUp.Attempt != 2 || gaveUp.Reason != retry.StopPermanent || gaveUp.StatusCode != http.StatusForbidden {
-		t.Errorf("OnGiveUp saw attempt %d, %d, %v; want attempt 2, 403, %v", gaveUp.Attempt, gaveUp.StatusCode, gaveUp.Reason, retry.StopPermanent)
-	}
-	log := fake.Log()
-	if len(log) != 2 || log[0].Code != "Throttling" || log[1].Status != http.StatusForbidden || log[0].Signature != log[1].Signature {
-		t.Errorf("server log %+v; want a Throttling, then the same signature refused with 403", log)
+			_, err := changeRecord(context.Background(), client, "Z1EXAMPLE", "a.example.com.", 60)
+			log := fake.Log()
+			if resign {
+				if err != nil {
+					t.Fatalf("error %v; want the replay, signed anew, to succeed", err)
+				}
+				if len(log) != 2 || log[0].Code != "Throttling" || log[1].Status != http.StatusOK || log[0].Signature == log[1].Signature {
+					t.Errorf("server log %+v; want a Throttling, then a new signature accepted", log)
+				}
+				return
+			}
+			var apiErr smithy.APIError
+			if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "SignatureDoesNotMatch" || !strings.Contains(apiErr.ErrorMessage(), "Signature expired") {
+				t.Fatalf("error %v; want SignatureDoesNotMatch: Signature expired", err)
+			}
+			if gaveUp.Attempt != 2 || gaveUp.Reason != retry.StopPermanent || gaveUp.StatusCode != http.StatusForbidden {
+				t.Errorf("OnGiveUp saw attempt %d, %d, %v; want attempt 2, 403, %v", gaveUp.Attempt, gaveUp.StatusCode, gaveUp.Reason, retry.StopPermanent)
+			}
+			if len(log) != 2 || log[0].Code != "Throttling" || log[1].Status != http.StatusForbidden || log[0].Signature != log[1].Signature {
+				t.Errorf("server log %+v; want a Throttling, then the same signature refused with 403", log)
+			}
+		})
 	}
 }
 

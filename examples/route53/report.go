@@ -64,8 +64,8 @@ func summarize(out io.Writer, r *result) {
 	s := serverStats(r.log)
 	fmt.Fprintf(out, "  server:   %d requests: %d admitted, at most %d in any 1s window; %d refused (%s)\n",
 		len(r.log), s.admitted, s.maxInWindow, len(r.log)-s.admitted, counts(s.refused))
-	fmt.Fprintf(out, "            closest two attempts of one call: %.2fs apart; %d replays, each signed once by the SDK,\n",
-		s.closestGap.Seconds(), s.replays)
+	fmt.Fprintf(out, "            closest two attempts of one call: %.2fs apart; %d replays, %d of them signed anew,\n",
+		s.closestGap.Seconds(), s.replays, s.resigned)
 	fmt.Fprintf(out, "            the oldest %.1fs after its X-Amz-Date (a signature lasts %v); %d signatures refused\n",
 		s.oldestReplay.Seconds(), signatureLifetime, s.badSignatures)
 	fmt.Fprintf(out, "  pacer:    %s\n", pacerSummary(r))
@@ -153,6 +153,7 @@ type serverView struct {
 	maxInWindow   int            // most admitted requests in any window of 1s
 	closestGap    time.Duration  // least time between two attempts of one call
 	replays       int
+	resigned      int           // replays signed otherwise than their call's first attempt
 	oldestReplay  time.Duration // longest time from X-Amz-Date to a replay's arrival
 	badSignatures int
 }
@@ -161,7 +162,11 @@ func serverStats(log []served) serverView {
 	v := serverView{refused: map[string]int{}}
 	var admitted []time.Time
 	byCall := map[string][]time.Time{}
+	firstSig := map[string]string{} // invocation -> its first attempt's signature
 	for _, s := range log {
+		if s.Attempt == 1 {
+			firstSig[s.Invocation] = s.Signature
+		}
 		if s.Admitted() {
 			v.admitted++
 			admitted = append(admitted, s.At)
@@ -175,6 +180,9 @@ func serverStats(log []served) serverView {
 		if s.Attempt > 1 {
 			v.replays++
 			v.oldestReplay = max(v.oldestReplay, s.At.Sub(s.SignedAt))
+			if sig, ok := firstSig[s.Invocation]; ok && sig != s.Signature {
+				v.resigned++
+			}
 		}
 		byCall[s.Invocation] = append(byCall[s.Invocation], s.At)
 	}
