@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error is the error RoundTrip returns when the last attempt failed with an
@@ -16,6 +17,9 @@ type Error struct {
 	Reason StopReason
 	// Err is the last attempt's error.
 	Err error
+	// RetryAt is the earliest time another call makes sense, zero when
+	// none is known (see [Ending]).
+	RetryAt time.Time
 }
 
 func (e *Error) Error() string {

@@ -88,6 +88,9 @@ type Summary struct {
 	StatusCode int
 	// Err is the error RoundTrip returns, nil with a response.
 	Err error
+	// RetryAt is the earliest time another call makes sense, when the
+	// call failed and the Transport knew one (see [Ending]).
+	RetryAt time.Time
 }
 
 var stopReasons = [...]string{

@@ -42,6 +42,9 @@ type roundTrip struct {
 	sent   int           // attempts handed to the base transport
 	end    Class         // the last outcome's class; Unsent before the first
 	reason StopReason    // why no further attempt was made; StopNone on success
+	// retryAt is when another call makes sense, set where the call stops
+	// on a wait it will not sleep; zero otherwise.
+	retryAt time.Time
 }
 
 func (r *roundTrip) run() (*http.Response, error) {
@@ -102,7 +105,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 				b.Success(r.retried)
 			}
 			r.giveUp(attempt, class, o.Response, nil, stop)
-			return a.keepAlive(o.Response), nil
+			return r.ended(a.keepAlive(o.Response), attempt, stop), nil
 		}
 		if h := r.s.onRetry; h != nil {
 			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
@@ -216,6 +219,7 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		// wait; the backoff may choose longer, never shorter.
 		if sw, ok := ServerWait(o.Response.Header, now, r.s.rateLimitReset); ok {
 			if sw > r.s.maxRetryAfter {
+				r.retryAt = now.Add(sw)
 				return 0, false, StopServerWait
 			}
 			if sw > delay {
@@ -224,9 +228,11 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		}
 	}
 	if dl, ok := ctx.Deadline(); ok && delay > dl.Sub(now) {
+		r.retryAt = now.Add(delay)
 		return 0, false, StopDeadline
 	}
 	if b := r.s.budget; b != nil && !b.AllowRetry(class) {
+		r.retryAt = now.Add(delay)
 		return 0, false, StopBudget
 	}
 	if r.body != nil && !r.body.retire() {
@@ -263,7 +269,7 @@ func (r *roundTrip) giveUp(attempts int, class Class, resp *http.Response, err e
 	if err == nil {
 		return nil
 	}
-	return &Error{Attempts: attempts, Reason: stop, Err: err}
+	return &Error{Attempts: attempts, Reason: stop, Err: err, RetryAt: r.retryAt}
 }
 
 func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err error, delay time.Duration, fromServer bool, stop StopReason) Event {
@@ -280,7 +286,7 @@ func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err err
 // summary is what the OnDone hook is told of the call that returns resp
 // and err.
 func (r *roundTrip) summary(resp *http.Response, err error) Summary {
-	s := Summary{Request: r.req, Attempts: r.sent, Wait: r.waited, Class: r.end, Reason: r.reason, Err: err}
+	s := Summary{Request: r.req, Attempts: r.sent, Wait: r.waited, Class: r.end, Reason: r.reason, Err: err, RetryAt: r.retryAt}
 	if r.timed {
 		s.Elapsed = r.s.now().Sub(r.start)
 	}

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 )
@@ -81,9 +82,13 @@ func (r *roundTrip) awaitTurn(ctx context.Context, attempt int) (stopped bool, r
 		closeRequestBody(r.req) // nothing was sent: RoundTrip still owns it
 	}
 	// r.end is the last attempt's class, or Unsent before the first.
+	var late *TurnTooLate
+	if stop == StopDeadline && errors.As(err, &late) {
+		r.retryAt = r.s.now().Add(late.Wait)
+	}
 	if last := r.kept; last != nil && stop == StopDeadline {
 		r.giveUp(attempt-1, r.end, last, nil, stop)
-		return true, last, nil
+		return true, r.ended(last, attempt-1, stop), nil
 	}
 	return true, nil, r.giveUp(attempt-1, r.end, nil, err, stop)
 }

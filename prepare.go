@@ -17,9 +17,9 @@ type Prepare struct {
 	// method or context, nor read the body.
 	Request *http.Request
 	// Previous is the outcome of the attempt before, nil for the first.
-	// Its response, if it had one, is drained and closed: its status and
-	// header can be read, its body cannot. Class is its class, Undecided
-	// for the first attempt.
+	// Its response, if it had one, has been drained: read its status and
+	// header, not its body. Class is its class, Undecided for the first
+	// attempt.
 	Previous *Outcome
 	Class    Class
 }

@@ -1,12 +1,9 @@
 package retry
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -106,13 +103,13 @@ func TestBeforeAttemptRefuses(t *testing.T) {
 // Pacer turn back.
 func TestBeforeAttemptAbandonsTheTurn(t *testing.T) {
 	s := newScript(t, status(200))
-	pacer := &countingPacer{}
+	pacer := &recordingPacer{}
 	tr, _ := testTransport(s.base, WithPacer(pacer), WithBeforeAttempt(func(Prepare) error { return errors.New("no") }))
 	_, err := tr.RoundTrip(mustRequest(t, "GET", s.srv.URL, nil))
 	require.Error(t, err)
 	assert.Equal(t, 1, pacer.waits)
 	assert.Equal(t, 1, pacer.abandoned)
-	assert.Zero(t, pacer.done)
+	assert.Empty(t, pacer.feedback)
 }
 
 // TestPerRequestBeforeAttemptRunsAfter: a per-request hook runs after the
@@ -143,31 +140,4 @@ func TestPerRequestBeforeAttemptRunsAfter(t *testing.T) {
 	_, err = tr.RoundTrip(req)
 	require.Error(t, err)
 	assert.Equal(t, []string{"transport"}, order)
-}
-
-// countingPacer hands out a turn at once and counts what happens to it.
-type countingPacer struct {
-	mu                     sync.Mutex
-	waits, done, abandoned int
-}
-
-func (p *countingPacer) Wait(ctx context.Context, _ *http.Request) (Turn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.waits++
-	return countingTurn{p}, nil
-}
-
-type countingTurn struct{ p *countingPacer }
-
-func (t countingTurn) Done(Feedback) {
-	t.p.mu.Lock()
-	defer t.p.mu.Unlock()
-	t.p.done++
-}
-
-func (t countingTurn) Abandon() {
-	t.p.mu.Lock()
-	defer t.p.mu.Unlock()
-	t.p.abandoned++
 }

@@ -217,7 +217,7 @@ func (p *Pacer) wait(ctx context.Context, s *keyState) (retry.Turn, error) {
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+			return nil, &retry.TurnTooLate{Wait: d}
 		}
 		if res == nil {
 			s.meter.sent.Add(1)

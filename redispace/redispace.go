@@ -214,7 +214,7 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 // pastDeadline is Wait's error for a wait of d that would end past the
 // context's deadline.
 func pastDeadline(d time.Duration) error {
-	return fmt.Errorf("retry: pacing wait of %v would end past the context's deadline: %w", d, context.DeadlineExceeded)
+	return &retry.TurnTooLate{Wait: d}
 }
 
 // errSlowStart tells Wait that the key restarted in slow start while a
