@@ -218,12 +218,17 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		// RFC 9110 §10.2.3: Retry-After says how long the client ought to
 		// wait; the backoff may choose longer, never shorter.
 		if sw, ok := ServerWait(o.Response.Header, now, r.s.rateLimitReset); ok {
-			if sw > r.s.maxRetryAfter {
+			var u float64
+			if r.s.serverJitter != nil {
+				u = r.s.rand()
+			}
+			wait, ok := serverDelay(sw, r.s.maxRetryAfter, r.s.longWait, r.s.serverJitter, u)
+			if !ok {
 				r.retryAt = now.Add(sw)
 				return 0, false, StopServerWait
 			}
-			if sw > delay {
-				delay, fromServer = sw, true
+			if wait > delay {
+				delay, fromServer = wait, true
 			}
 		}
 	}

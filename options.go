@@ -32,6 +32,12 @@ func WithAttemptTimeout(d time.Duration) Option { return func(t *Transport) { t.
 // WithRateLimitReset sets [Transport.RateLimitReset].
 func WithRateLimitReset(f ResetFormat) Option { return func(t *Transport) { t.RateLimitReset = f } }
 
+// WithLongWait sets [Transport.LongWait].
+func WithLongWait(w LongWait) Option { return func(t *Transport) { t.LongWait = w } }
+
+// WithServerWaitJitter sets [Transport.ServerWaitJitter].
+func WithServerWaitJitter(j Jitter) Option { return func(t *Transport) { t.ServerWaitJitter = j } }
+
 // WithAttemptHeader sets [Transport.AttemptHeader].
 func WithAttemptHeader(name string) Option { return func(t *Transport) { t.AttemptHeader = name } }
 

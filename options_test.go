@@ -94,6 +94,8 @@ func fillTransport(t *testing.T, tr *Transport) {
 				fv.Set(reflect.ValueOf(func(Event) {}))
 			case "OnDone":
 				fv.Set(reflect.ValueOf(func(Summary) {}))
+			case "ServerWaitJitter":
+				fv.Set(reflect.ValueOf(Spread(0.1)))
 			case "BeforeAttempt":
 				fv.Set(reflect.ValueOf(func(Prepare) error { return nil }))
 			default:

@@ -43,6 +43,49 @@ func (f ResetFormat) String() string {
 	return "ResetFormat(" + strconv.Itoa(int(f)) + ")"
 }
 
+// LongWait is what a [Transport] does with a server wait longer than its
+// MaxRetryAfter.
+type LongWait uint8
+
+const (
+	// ReturnLongWait, the zero value, returns the response at once, with
+	// reason StopServerWait, and [RetryAt] saying when the server asked
+	// the client back: the caller decides whether to wait that long.
+	ReturnLongWait LongWait = iota
+	// CapLongWait waits MaxRetryAfter instead and retries anyway, for a
+	// client that would rather try early than give up (urllib3 offers
+	// both): the server may refuse the retry again, and a retry of an
+	// unsafe request is made only where a replay is safe, as always.
+	CapLongWait
+)
+
+// String returns the name of the constant w, such as "CapLongWait".
+func (w LongWait) String() string {
+	switch w {
+	case ReturnLongWait:
+		return "ReturnLongWait"
+	case CapLongWait:
+		return "CapLongWait"
+	}
+	return "LongWait(" + strconv.Itoa(int(w)) + ")"
+}
+
+// serverDelay returns the wait to sleep for a server's wait sw, and false
+// when the Transport does not wait that long (see LongWait): a wait over
+// maxWait is capped at it or refused, and one within it is spread above
+// sw by jitter, if any, never below sw nor beyond maxWait.
+func serverDelay(sw, maxWait time.Duration, long LongWait, jitter Jitter, u float64) (time.Duration, bool) {
+	switch {
+	case sw > maxWait && long == CapLongWait:
+		return maxWait, true
+	case sw > maxWait:
+		return 0, false
+	case jitter != nil:
+		return min(max(sw, jitter(sw, u)), maxWait), true
+	}
+	return sw, true
+}
+
 // ServerWait returns the wait the server asked for in the response header h,
 // measured from now, and whether it asked for one. The [Transport] consults
 // it (with resp.Header) only for a response it is going to retry, so every

@@ -26,6 +26,8 @@ type settings struct {
 	maxBuffered    int64
 	attemptTimeout time.Duration
 	rateLimitReset ResetFormat
+	longWait       LongWait
+	serverJitter   Jitter // nil: none
 	attemptHeader  string
 	budget         Budget // nil: no budget
 	pacer          Pacer  // nil: no pacing
@@ -64,6 +66,8 @@ func (t *Transport) resolve() (settings, error) {
 		maxBuffered:    cmp.Or(t.MaxBufferedBody, DefaultMaxBufferedBody),
 		attemptTimeout: t.AttemptTimeout,
 		rateLimitReset: t.RateLimitReset,
+		longWait:       t.LongWait,
+		serverJitter:   t.ServerWaitJitter,
 		attemptHeader:  t.AttemptHeader,
 		pacer:          t.Pacer,
 		onRetry:        t.OnRetry,
@@ -136,6 +140,10 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	c.maxBuffered = cmp.Or(o.MaxBufferedBody, s.maxBuffered)
 	c.attemptTimeout = cmp.Or(o.AttemptTimeout, s.attemptTimeout)
 	c.rateLimitReset = cmp.Or(o.RateLimitReset, s.rateLimitReset)
+	c.longWait = cmp.Or(o.LongWait, s.longWait)
+	if o.ServerWaitJitter != nil {
+		c.serverJitter = o.ServerWaitJitter
+	}
 	c.attemptHeader = cmp.Or(o.AttemptHeader, s.attemptHeader)
 	switch o.Budget.(type) {
 	case nil:
@@ -188,6 +196,8 @@ func (t *Transport) check() error {
 		return fmt.Errorf("retry: AttemptTimeout %v is negative", t.AttemptTimeout)
 	case t.RateLimitReset > ResetUnixMillis:
 		return fmt.Errorf("retry: RateLimitReset %d is not a known format", t.RateLimitReset)
+	case t.LongWait > CapLongWait:
+		return fmt.Errorf("retry: LongWait %d is not a known mode", t.LongWait)
 	case t.AttemptHeader != "" && !isToken(t.AttemptHeader):
 		return fmt.Errorf("retry: AttemptHeader %q is not a valid header name", t.AttemptHeader)
 	}

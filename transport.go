@@ -77,6 +77,19 @@ type Transport struct {
 	// read. Zero ignores it, since its meaning varies between APIs.
 	RateLimitReset ResetFormat
 
+	// LongWait says what to do with a server wait longer than
+	// MaxRetryAfter: return the response at once (ReturnLongWait, the
+	// zero value) or wait MaxRetryAfter and retry anyway (CapLongWait).
+	LongWait LongWait
+
+	// ServerWaitJitter, if not nil, spreads a server's wait above the
+	// wait it asked for, so that clients told the same Retry-After do not
+	// all come back at the same moment: Spread(0.1) waits up to a tenth
+	// longer. The wait is never shorter than the server's, nor longer
+	// than MaxRetryAfter. Nil waits exactly what the server asked (or the
+	// backoff's delay, when that is longer).
+	ServerWaitJitter Jitter
+
 	// AttemptHeader, if not empty, names a request header set to the
 	// attempt number (1, 2, ...) on every attempt, as the AWS SDK's
 	// amz-sdk-request or Envoy's x-envoy-attempt-count.
