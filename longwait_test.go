@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -68,4 +69,54 @@ func TestServerWaitJitter(t *testing.T) {
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, []time.Duration{12500 * time.Millisecond}, clock.Waits(), "10s + 0.5*0.5*10s")
 	assert.Error(t, (&Transport{LongWait: 2}).Validate())
+}
+
+// WaitFloor is a floor under the wait, counted as the server's: the longer
+// of it and Retry-After, refused past MaxRetryAfter, and the longer of the
+// Transport's and a request's.
+func TestWaitFloor(t *testing.T) {
+	const s = time.Second
+	floor := func(d time.Duration) func(Outcome) time.Duration {
+		return func(o Outcome) time.Duration {
+			if o.Response != nil && o.Response.StatusCode == 503 {
+				return d
+			}
+			return 0
+		}
+	}
+	tests := []struct {
+		name    string
+		first   func(http.ResponseWriter, *http.Request)
+		floor   time.Duration
+		perReq  time.Duration
+		waits   []time.Duration
+		status  int
+		fromSrv bool
+	}{
+		{"floor alone", status(503), 7 * s, 0, []time.Duration{7 * s}, 200, true},
+		{"Retry-After longer", status(503, "Retry-After", "10"), 7 * s, 0, []time.Duration{10 * s}, 200, true},
+		{"floor longer", status(503, "Retry-After", "3"), 7 * s, 0, []time.Duration{7 * s}, 200, true},
+		{"past MaxRetryAfter", status(503), 10 * time.Minute, 0, nil, 503, false},
+		{"a request's floor longer", status(503), 7 * s, 9 * s, []time.Duration{9 * s}, 200, true},
+		{"not this outcome", status(500), 7 * s, 0, []time.Duration{50 * time.Millisecond}, 200, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScript(t, tc.first, status(200))
+			var retries []Event
+			tr, clock := testTransport(sc.base, WithWaitFloor(floor(tc.floor)),
+				WithOnRetry(func(e Event) { retries = append(retries, e) }))
+			req := mustRequest(t, "GET", sc.srv.URL, nil)
+			if tc.perReq > 0 {
+				req = req.WithContext(ContextWithOptions(req.Context(), WithWaitFloor(floor(tc.perReq))))
+			}
+			resp, _, err := do(t, tr, req)
+			require.NoError(t, err)
+			assert.Equal(t, tc.status, resp.StatusCode)
+			assert.Equal(t, tc.waits, clock.Waits())
+			if len(retries) > 0 {
+				assert.Equal(t, tc.fromSrv, retries[0].FromServer)
+			}
+		})
+	}
 }

@@ -214,22 +214,18 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 	delay = r.s.backoff.Delay(o.Attempt, r.prev, r.s.rand())
 	delay = max(delay, 0)
 	now := r.s.now()
-	if o.Response != nil {
-		// RFC 9110 §10.2.3: Retry-After says how long the client ought to
-		// wait; the backoff may choose longer, never shorter.
-		if sw, ok := ServerWait(o.Response.Header, now, r.s.rateLimitReset); ok {
-			var u float64
-			if r.s.serverJitter != nil {
-				u = r.s.rand()
-			}
-			wait, ok := serverDelay(sw, r.s.maxRetryAfter, r.s.longWait, r.s.serverJitter, u)
-			if !ok {
-				r.retryAt = now.Add(sw)
-				return 0, false, StopServerWait
-			}
-			if wait > delay {
-				delay, fromServer = wait, true
-			}
+	if sw, ok := r.serverWait(o, now); ok {
+		var u float64
+		if r.s.serverJitter != nil {
+			u = r.s.rand()
+		}
+		wait, ok := serverDelay(sw, r.s.maxRetryAfter, r.s.longWait, r.s.serverJitter, u)
+		if !ok {
+			r.retryAt = now.Add(sw)
+			return 0, false, StopServerWait
+		}
+		if wait > delay {
+			delay, fromServer = wait, true
 		}
 	}
 	if dl, ok := ctx.Deadline(); ok && delay > dl.Sub(now) {
@@ -249,6 +245,24 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 	}
 	r.retried = class
 	return delay, fromServer, StopNone
+}
+
+// serverWait returns the wait the server asked for before o's retry: the
+// longer of its headers' (RFC 9110 §10.2.3: Retry-After says how long the
+// client ought to wait; the backoff may choose longer, never shorter) and
+// the WaitFloor's, and whether there is one.
+func (r *roundTrip) serverWait(o Outcome, now time.Time) (time.Duration, bool) {
+	var sw time.Duration
+	ok := false
+	if o.Response != nil {
+		sw, ok = ServerWait(o.Response.Header, now, r.s.rateLimitReset)
+	}
+	if f := r.s.waitFloor; f != nil {
+		if floor := f(o); floor > 0 && floor >= sw {
+			sw, ok = floor, true
+		}
+	}
+	return sw, ok
 }
 
 // discard disposes of the response of an outcome that is retried:

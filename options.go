@@ -35,6 +35,13 @@ func WithRateLimitReset(f ResetFormat) Option { return func(t *Transport) { t.Ra
 // WithLongWait sets [Transport.LongWait].
 func WithLongWait(w LongWait) Option { return func(t *Transport) { t.LongWait = w } }
 
+// WithWaitFloor sets [Transport.WaitFloor]. Given per request
+// ([ContextWithOptions]), it adds to the Transport's: the longer floor
+// holds.
+func WithWaitFloor(f func(Outcome) time.Duration) Option {
+	return func(t *Transport) { t.WaitFloor = f }
+}
+
 // WithServerWaitJitter sets [Transport.ServerWaitJitter].
 func WithServerWaitJitter(j Jitter) Option { return func(t *Transport) { t.ServerWaitJitter = j } }
 

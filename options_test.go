@@ -94,6 +94,8 @@ func fillTransport(t *testing.T, tr *Transport) {
 				fv.Set(reflect.ValueOf(func(Event) {}))
 			case "OnDone":
 				fv.Set(reflect.ValueOf(func(Summary) {}))
+			case "WaitFloor":
+				fv.Set(reflect.ValueOf(func(Outcome) time.Duration { return 0 }))
 			case "ServerWaitJitter":
 				fv.Set(reflect.ValueOf(Spread(0.1)))
 			case "BeforeAttempt":

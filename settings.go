@@ -28,6 +28,7 @@ type settings struct {
 	rateLimitReset ResetFormat
 	longWait       LongWait
 	serverJitter   Jitter // nil: none
+	waitFloor      func(Outcome) time.Duration
 	attemptHeader  string
 	budget         Budget // nil: no budget
 	pacer          Pacer  // nil: no pacing
@@ -68,6 +69,7 @@ func (t *Transport) resolve() (settings, error) {
 		rateLimitReset: t.RateLimitReset,
 		longWait:       t.LongWait,
 		serverJitter:   t.ServerWaitJitter,
+		waitFloor:      t.WaitFloor,
 		attemptHeader:  t.AttemptHeader,
 		pacer:          t.Pacer,
 		onRetry:        t.OnRetry,
@@ -157,6 +159,7 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	c.onGiveUp = bothEvents(s.onGiveUp, o.OnGiveUp)
 	c.onDone = bothSummaries(s.onDone, o.OnDone)
 	c.beforeAttempt = bothPrepares(s.beforeAttempt, o.BeforeAttempt)
+	c.waitFloor = bothFloors(s.waitFloor, o.WaitFloor)
 	return &c, nil
 }
 
@@ -170,6 +173,18 @@ func bothEvents(first, second func(Event)) func(Event) {
 		return second
 	}
 	return func(e Event) { first(e); second(e) }
+}
+
+// bothFloors returns a WaitFloor that gives the longer of first's and
+// second's floors; either may be nil.
+func bothFloors(first, second func(Outcome) time.Duration) func(Outcome) time.Duration {
+	switch {
+	case second == nil:
+		return first
+	case first == nil:
+		return second
+	}
+	return func(o Outcome) time.Duration { return max(first(o), second(o)) }
 }
 
 // bothSummaries is bothEvents for OnDone hooks.

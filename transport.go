@@ -82,6 +82,18 @@ type Transport struct {
 	// zero value) or wait MaxRetryAfter and retry anyway (CapLongWait).
 	LongWait LongWait
 
+	// WaitFloor, if not nil, gives an outcome a floor under the wait
+	// before its retry, as Retry-After is one: for a server whose rule
+	// is written in its documentation rather than in a header (GitHub
+	// asks for at least a minute after a secondary rate limit sent
+	// without Retry-After). Zero means none. The floor counts as a
+	// server's wait: the longer of it and the headers' wait is the
+	// server's, held against MaxRetryAfter, LongWait and
+	// ServerWaitJitter as they are. It is called from concurrent
+	// RoundTrips and must be safe for concurrent use; it may peek at the
+	// response body with [PeekBody].
+	WaitFloor func(Outcome) time.Duration
+
 	// ServerWaitJitter, if not nil, spreads a server's wait above the
 	// wait it asked for, so that clients told the same Retry-After do not
 	// all come back at the same moment: Spread(0.1) waits up to a tenth

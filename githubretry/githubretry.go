@@ -23,15 +23,17 @@
 //
 // A reset further away than the Transport's MaxRetryAfter (5 minutes by
 // default; GitHub's primary limit resets hourly) is not slept on: the 403
-// is returned at once. A secondary limit without Retry-After gets the
-// backoff's waits, which are far shorter than a minute by default: give
-// such a client a backoff whose base is a minute, or fewer attempts.
+// is returned at once, and [retry.RetryAt] says when the limit resets. A
+// secondary limit without Retry-After waits at least a minute
+// ([WaitFloor]), or, when the request's deadline is nearer, is returned at
+// once with the time to come back.
 package githubretry
 
 import (
 	"bytes"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/backoff-jitter/retry"
 )
@@ -40,36 +42,71 @@ import (
 // documents are a few hundred bytes.
 const peekLimit = 4 << 10
 
+// SecondaryWait is how long GitHub asks a client to wait after a secondary
+// rate limit that came without Retry-After: at least a minute.
+const SecondaryWait = time.Minute
+
+// kind is what a response says of GitHub's rate limits.
+type kind uint8
+
+const (
+	noLimit         kind = iota
+	primary              // X-RateLimit-Remaining: 0, reset in X-RateLimit-Reset
+	secondaryHeader      // a secondary limit with Retry-After
+	secondaryBody        // a secondary limit told by its message alone
+)
+
+// limitOf reads resp for a rate limit: its headers, then at most 4 KiB of
+// a 403's or 429's body, with [retry.PeekBody], which puts it back.
+func limitOf(resp *http.Response) kind {
+	if resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) {
+		return noLimit
+	}
+	h := resp.Header
+	switch {
+	case strings.TrimSpace(h.Get("X-Ratelimit-Remaining")) == "0":
+		return primary
+	case h.Get("Retry-After") != "":
+		return secondaryHeader
+	}
+	body, _ := retry.PeekBody(resp, peekLimit)
+	if bytes.Contains(bytes.ToLower(body), []byte("secondary rate limit")) {
+		return secondaryBody
+	}
+	return noLimit
+}
+
 // Classify is a [retry.Classifier] for GitHub's REST API: [retry.Throttled]
 // for a 403 or 429 that reports a rate limit, [retry.Undecided] for every
 // other outcome. It reads at most 4 KiB of a 403's or 429's body, with
 // [retry.PeekBody], and only when no header told; the body is put back for
 // the caller.
 func Classify(o retry.Outcome) retry.Class {
-	resp := o.Response
-	if resp == nil || (resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusTooManyRequests) {
+	if limitOf(o.Response) == noLimit {
 		return retry.Undecided
 	}
-	h := resp.Header
-	switch {
-	case strings.TrimSpace(h.Get("X-Ratelimit-Remaining")) == "0":
-		return retry.Throttled // the primary limit: waits for X-RateLimit-Reset
-	case h.Get("Retry-After") != "":
-		return retry.Throttled // a secondary limit, with its wait
+	return retry.Throttled
+}
+
+// WaitFloor is a [retry.Transport.WaitFloor] for GitHub's REST API:
+// SecondaryWait after a secondary rate limit that came without
+// Retry-After, nothing for any other outcome (the headers of the others
+// say how long to wait).
+func WaitFloor(o retry.Outcome) time.Duration {
+	if limitOf(o.Response) == secondaryBody {
+		return SecondaryWait
 	}
-	body, _ := retry.PeekBody(resp, peekLimit)
-	if bytes.Contains(bytes.ToLower(body), []byte("secondary rate limit")) {
-		return retry.Throttled
-	}
-	return retry.Undecided
+	return 0
 }
 
 // Options returns the Transport settings GitHub's API needs: [Classify] in
-// front of the default classifier, and X-RateLimit-Reset read as a Unix
-// time in seconds ([retry.ResetUnixSeconds]). Append your own after them.
+// front of the default classifier, X-RateLimit-Reset read as a Unix time
+// in seconds ([retry.ResetUnixSeconds]), and [WaitFloor]. Append your own
+// after them.
 func Options() []retry.Option {
 	return []retry.Option{
 		retry.WithClassifier(Classify),
 		retry.WithRateLimitReset(retry.ResetUnixSeconds),
+		retry.WithWaitFloor(WaitFloor),
 	}
 }

@@ -1,6 +1,7 @@
 package githubretry
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -129,4 +130,56 @@ func mustGet(t *testing.T, url string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// A secondary limit told by its message alone waits at least a minute, as
+// GitHub asks: under a 2 s deadline the 403 is returned at once, with the
+// time to come back a minute on, where the backoff alone would have
+// retried after a millisecond. Told by Retry-After or the primary limit's
+// headers, the floor is nothing.
+func TestWaitFloorForSecondaryLimits(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprint(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again."}`)
+			return
+		}
+		fmt.Fprint(w, "[]")
+	}))
+	defer srv.Close()
+	rt := retry.New(nil, append(Options(), retry.WithBackoff(retry.Constant{Base: time.Millisecond}))...)
+	defer rt.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	e, ok := retry.EndingOf(resp)
+	if resp.StatusCode != http.StatusForbidden || n.Load() != 1 || !ok || e.Reason != retry.StopDeadline {
+		t.Fatalf("%d after %d attempts, ending %+v; want the 403 at once, stopped for the deadline", resp.StatusCode, n.Load(), e)
+	}
+	if d := e.RetryAt.Sub(start); d < SecondaryWait || d > SecondaryWait+time.Second {
+		t.Errorf("come back in %v; want a minute", d)
+	}
+
+	for _, h := range []http.Header{
+		{"Retry-After": {"30"}},
+		{"X-Ratelimit-Remaining": {"0"}},
+	} {
+		resp := &http.Response{StatusCode: http.StatusForbidden, Header: h, Body: http.NoBody}
+		if got := WaitFloor(retry.Outcome{Response: resp}); got != 0 {
+			t.Errorf("WaitFloor with %v = %v; want 0", h, got)
+		}
+	}
+	if got := WaitFloor(retry.Outcome{}); got != 0 {
+		t.Errorf("WaitFloor of an error = %v; want 0", got)
+	}
 }
