@@ -14,18 +14,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-jitter/retry/internal/fakeclock"
+	"github.com/backoff-jitter/retry/retrytest"
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/stretchr/testify/require"
 )
 
 // fakeClock is the clock and sleep of a Transport under test.
-type fakeClock = fakeclock.Clock
+type fakeClock = retrytest.Clock
 
 // testTransport returns a Transport over base with a fake clock starting
 // at the real time (so context deadlines line up) and u fixed at 0.5.
 func testTransport(base http.RoundTripper, opts ...Option) (*Transport, *fakeClock) {
-	clock := fakeclock.New(time.Now())
+	clock := retrytest.NewClock(time.Now())
 	t := New(base, opts...)
 	t.now, t.sleep = clock.Now, clock.Sleep
 	t.rand = func() float64 { return 0.5 }

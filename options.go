@@ -45,6 +45,15 @@ func WithWaitFloor(f func(Outcome) time.Duration) Option {
 // WithServerWaitJitter sets [Transport.ServerWaitJitter].
 func WithServerWaitJitter(j Jitter) Option { return func(t *Transport) { t.ServerWaitJitter = j } }
 
+// WithClock sets [Transport.Clock]: a fake clock for tests. Given per
+// request (ContextWithOptions), it changes nothing: the clock is the
+// Transport's.
+func WithClock(c Clock) Option { return func(t *Transport) { t.Clock = c } }
+
+// WithRandom sets [Transport.Random]: the uniform source jitter draws. Like
+// WithClock, it is the Transport's alone.
+func WithRandom(f func() float64) Option { return func(t *Transport) { t.Random = f } }
+
 // WithAttemptHeader sets [Transport.AttemptHeader].
 func WithAttemptHeader(name string) Option { return func(t *Transport) { t.AttemptHeader = name } }
 

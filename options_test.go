@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/backoff-jitter/retry/retrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -94,6 +95,10 @@ func fillTransport(t *testing.T, tr *Transport) {
 				fv.Set(reflect.ValueOf(func(Event) {}))
 			case "OnDone":
 				fv.Set(reflect.ValueOf(func(Summary) {}))
+			case "Clock":
+				fv.Set(reflect.ValueOf(Clock(retrytest.NewClock(time.Now()))))
+			case "Random":
+				fv.Set(reflect.ValueOf(func() float64 { return 0.5 }))
 			case "WaitFloor":
 				fv.Set(reflect.ValueOf(func(Outcome) time.Duration { return 0 }))
 			case "ServerWaitJitter":

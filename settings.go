@@ -94,6 +94,12 @@ func (t *Transport) resolve() (settings, error) {
 	default:
 		s.budget = t.Budget
 	}
+	if t.Clock != nil {
+		s.now, s.sleep = t.Clock.Now, t.Clock.Sleep
+	}
+	if t.Random != nil {
+		s.rand = t.Random
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -116,6 +122,7 @@ func ownBase() *http.Transport {
 }
 
 // withOptions returns s with opts applied over it, for one request. The
+// clock and the random source are the Transport's alone. The
 // options are applied to an empty Transport, whose fields then say what
 // changes: a non-zero field replaces s's (so a zero one, such as
 // WithMaxAttempts(0) or WithBudget(nil), keeps the Transport's setting),

@@ -152,7 +152,21 @@ type Transport struct {
 	// use.
 	BeforeAttempt func(Prepare) error
 
-	// Seams for tests: the clock, the sleep and the random source.
+	// Clock, if not nil, is the clock the Transport reads and sleeps on
+	// between attempts: a fake one in tests, such as
+	// [github.com/backoff-jitter/retry/retrytest.Clock]. Nil means the
+	// real one. AttemptTimeout's timer and context deadlines are
+	// net/http's and package context's, on the real clock.
+	Clock Clock
+
+	// Random, if not nil, supplies the uniform numbers in [0, 1) that the
+	// backoff's jitter and ServerWaitJitter draw: a fixed one makes a
+	// test's waits exact. Nil means math/rand/v2. It must be safe for
+	// concurrent use.
+	Random func() float64
+
+	// Seams of this package's tests: the clock, the sleep and the random
+	// source.
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
 	rand  func() float64
@@ -160,6 +174,13 @@ type Transport struct {
 	once       sync.Once
 	resolved   settings
 	resolveErr error
+}
+
+// Clock is what a [Transport] reads the time from and sleeps on between
+// attempts. Sleep must return ctx's error as soon as ctx is done.
+type Clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
 }
 
 // New returns a Transport that sends through base, configured by opts.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/backoff-jitter/retry/internal/fakeclock"
+	"github.com/backoff-jitter/retry/retrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -112,7 +112,7 @@ func TestAttemptVisibleToBase(t *testing.T) {
 func TestZeroValueTransport(t *testing.T) {
 	s := newScript(t, status(503), status(200))
 	rt := &Transport{}
-	rt.sleep = fakeclock.New(time.Time{}).Sleep
+	rt.sleep = retrytest.NewClock(time.Time{}).Sleep
 	defer rt.CloseIdleConnections()
 	resp, _, err := do(t, rt, mustRequest(t, "GET", s.srv.URL, nil))
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/backoff-jitter/retry"
-	"github.com/backoff-jitter/retry/internal/fakeclock"
+	"github.com/backoff-jitter/retry/retrytest"
 )
 
 var okFeedback = retry.Feedback{Class: retry.Success, Response: response(200)}
@@ -66,7 +66,7 @@ func TestKeyTableIsBounded(t *testing.T) {
 // when a new key comes (at most once per sweepEvery), and one with an attempt in flight is not, however
 // long that attempt takes.
 func TestKeysForgottenWhenUnused(t *testing.T) {
-	clk := fakeclock.New(pacerEpoch)
+	clk := retrytest.NewClock(pacerEpoch)
 	p := &Pacer{now: clk.Now, sleep: clk.Sleep, afterFunc: (&fakeLimit{}).afterFunc}
 	attempt(t, p, "done.example", okFeedback)
 	req, err := newHostRequest("inflight.example")
@@ -94,7 +94,7 @@ func TestKeysForgottenWhenUnused(t *testing.T) {
 // TestForgottenKeyStartsAfresh: a key forgotten after it engaged comes
 // back as a new key: not engaged, in slow start.
 func TestForgottenKeyStartsAfresh(t *testing.T) {
-	clk := fakeclock.New(pacerEpoch)
+	clk := retrytest.NewClock(pacerEpoch)
 	p := &Pacer{now: clk.Now, sleep: clk.Sleep, afterFunc: (&fakeLimit{}).afterFunc}
 	engageKey(t, p, clk, "api.example")
 	clk.Advance(keyIdleAge)
@@ -110,7 +110,7 @@ func TestForgottenKeyStartsAfresh(t *testing.T) {
 // TestOverMaxKeysEngagedLast: beyond MaxKeys, the keys that never engaged
 // are forgotten before one that did, however recently they were used.
 func TestOverMaxKeysEngagedLast(t *testing.T) {
-	clk := fakeclock.New(pacerEpoch)
+	clk := retrytest.NewClock(pacerEpoch)
 	p := &Pacer{MaxKeys: 8, now: clk.Now, sleep: clk.Sleep, afterFunc: (&fakeLimit{}).afterFunc}
 	engageKey(t, p, clk, "engaged.example")
 	for i := range 20 {
@@ -167,7 +167,7 @@ func turnState(t retry.Turn) *keyState {
 }
 
 // engageKey throttles host's key until the Pacer engages for it.
-func engageKey(t *testing.T, p *Pacer, clk *fakeclock.Clock, host string) {
+func engageKey(t *testing.T, p *Pacer, clk *retrytest.Clock, host string) {
 	t.Helper()
 	throttle := retry.Feedback{Class: retry.Throttled, Response: response(429)}
 	for range 50 {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
-	"github.com/backoff-jitter/retry/internal/fakeclock"
+	"github.com/backoff-jitter/retry/retrytest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,8 +22,8 @@ import (
 // The Pacer through a retry.Transport, against loopback servers.
 
 // fakePacer returns a Pacer whose clock and sleep are a fake clock.
-func fakePacer(p *Pacer) (*Pacer, *fakeclock.Clock) {
-	clock := fakeclock.New(time.Now())
+func fakePacer(p *Pacer) (*Pacer, *retrytest.Clock) {
+	clock := retrytest.NewClock(time.Now())
 	p.now, p.sleep = clock.Now, clock.Sleep
 	return p, clock
 }

@@ -1,8 +1,4 @@
-// Package fakeclock is the clock the tests of this module give the seams
-// of a retry.Transport or a pace.Pacer: sleeping advances it at once and
-// records the wait, so that tests never really sleep and can assert exact
-// waits.
-package fakeclock
+package retrytest
 
 import (
 	"context"
@@ -10,15 +6,20 @@ import (
 	"time"
 )
 
-// Clock is a fake clock, safe for concurrent use.
+// Clock is a fake clock for a [github.com/backoff-jitter/retry.Transport]
+// (give it with retry.WithClock): sleeping advances it at once and records
+// the wait, so a test never really sleeps and can assert exact waits. It
+// is safe for concurrent use.
 type Clock struct {
 	mu    sync.Mutex
 	t     time.Time
 	slept []time.Duration
 }
 
-// New returns a clock that reads start.
-func New(start time.Time) *Clock { return &Clock{t: start} }
+// NewClock returns a clock that reads start. Start it at time.Now() when
+// the requests under test carry context deadlines, which net/http and the
+// Transport hold against the real clock.
+func NewClock(start time.Time) *Clock { return &Clock{t: start} }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {

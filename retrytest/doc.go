@@ -1,0 +1,14 @@
+// Package retrytest helps test code that sends through a
+// [github.com/backoff-jitter/retry.Transport]:
+//
+//   - [Clock], a fake clock the Transport accepts (retry.WithClock), that
+//     records every wait and never sleeps;
+//   - [Script], a RoundTripper to give the Transport as its base, whose
+//     steps answer, fail before the request is written (unsent), fail
+//     after it was written (a reset), and record every attempt;
+//   - [Executions], a handler for a real server that counts the requests
+//     it executes per request id, to assert that a request was never
+//     executed twice.
+//
+// It depends on the standard library alone.
+package retrytest
