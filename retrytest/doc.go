@@ -4,8 +4,10 @@
 //   - [Clock], a fake clock the Transport accepts (retry.WithClock), that
 //     records every wait and never sleeps;
 //   - [Script], a RoundTripper to give the Transport as its base, whose
-//     steps answer, fail before the request is written (unsent), fail
-//     after it was written (a reset), and record every attempt;
+//     steps answer (with any header, Retry-After included), fail before
+//     the request is written (unsent), fail after it was written (a
+//     reset), reset an HTTP/2 stream as refused, and record every
+//     attempt;
 //   - [Executions], a handler for a real server that counts the requests
 //     it executes per request id, to assert that a request was never
 //     executed twice.

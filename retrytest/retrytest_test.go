@@ -38,6 +38,7 @@ func TestScriptSteps(t *testing.T) {
 		{"POST written", http.MethodPost, retrytest.Written(nil), 1, retry.StopUnsafe},
 		{"GET written", http.MethodGet, retrytest.Written(nil), 2, retry.StopNone},
 		{"POST throttled", http.MethodPost, retrytest.Respond(503, "Retry-After", "2"), 2, retry.StopNone},
+		{"POST refused stream", http.MethodPost, retrytest.RefusedStream(), 2, retry.StopNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := retrytest.NewScript(tc.first, retrytest.Respond(200))

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"reflect"
 	"strconv"
 	"sync"
 	"syscall"
@@ -124,4 +125,68 @@ func (s *Script) Attempts() []Attempt {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Attempt(nil), s.attempts...)
+}
+
+// RefusedStream fails the attempt as an HTTP/2 server's REFUSED_STREAM
+// reset does (RFC 9113 §8.7: the stream was not processed), with a
+// [StreamError] that net/http's and golang.org/x/net/http2's stream error
+// types match with errors.As, as net/http's own does.
+func RefusedStream() Step {
+	return func(req *http.Request) (*http.Response, error) {
+		if tr := httptrace.ContextClientTrace(req.Context()); tr != nil {
+			if tr.GetConn != nil {
+				tr.GetConn(req.URL.Host)
+			}
+			if tr.GotConn != nil {
+				tr.GotConn(httptrace.GotConnInfo{})
+			}
+			if tr.WroteHeaders != nil {
+				tr.WroteHeaders()
+			}
+		}
+		return nil, StreamError{StreamID: 1, Code: refusedStreamCode}
+	}
+}
+
+// refusedStreamCode is HTTP/2's REFUSED_STREAM error code (RFC 9113 §7).
+const refusedStreamCode = 0x7
+
+// StreamError is an HTTP/2 stream reset, shaped as net/http's bundled
+// StreamError: StreamID, Code (an RFC 9113 error code) and Cause.
+type StreamError struct {
+	StreamID uint32
+	Code     uint32
+	Cause    error
+}
+
+func (e StreamError) Error() string {
+	return "stream error: stream ID " + strconv.FormatUint(uint64(e.StreamID), 10) +
+		"; code " + strconv.FormatUint(uint64(e.Code), 10)
+}
+
+// As fills target when it points to a struct with the same fields, as
+// net/http's StreamError does for golang.org/x/net/http2's, so that code
+// matching either type matches this one.
+func (e StreamError) As(target any) bool {
+	dst := reflect.ValueOf(target)
+	if dst.Kind() != reflect.Pointer || dst.IsNil() || dst.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	dst = dst.Elem()
+	src := reflect.ValueOf(e)
+	if dst.NumField() != src.NumField() {
+		return false
+	}
+	for i := range src.NumField() {
+		sf := src.Type().Field(i)
+		df, ok := dst.Type().FieldByName(sf.Name)
+		if !ok || !df.IsExported() || !sf.Type.ConvertibleTo(df.Type) {
+			return false
+		}
+	}
+	for i := range src.NumField() {
+		name := src.Type().Field(i).Name
+		dst.FieldByName(name).Set(src.Field(i).Convert(dst.FieldByName(name).Type()))
+	}
+	return true
 }
