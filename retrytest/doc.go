@@ -6,7 +6,8 @@
 //   - [Script], a RoundTripper to give the Transport as its base, whose
 //     steps answer (with any header, Retry-After included), fail before
 //     the request is written (unsent), fail after it was written (a
-//     reset), reset an HTTP/2 stream as refused, and record every
+//     reset), reset an HTTP/2 stream as refused, fail as a GOAWAY after the
+//     request was written, and record every
 //     attempt;
 //   - [Executions], a handler for a real server that counts the requests
 //     it executes per request id, to assert that a request was never

@@ -39,6 +39,8 @@ func TestScriptSteps(t *testing.T) {
 		{"GET written", http.MethodGet, retrytest.Written(nil), 2, retry.StopNone},
 		{"POST throttled", http.MethodPost, retrytest.Respond(503, "Retry-After", "2"), 2, retry.StopNone},
 		{"POST refused stream", http.MethodPost, retrytest.RefusedStream(), 2, retry.StopNone},
+		{"POST after GOAWAY", http.MethodPost, retrytest.GoAway(), 1, retry.StopUnsafe},
+		{"GET after GOAWAY", http.MethodGet, retrytest.GoAway(), 2, retry.StopNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := retrytest.NewScript(tc.first, retrytest.Respond(200))

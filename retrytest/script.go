@@ -2,6 +2,7 @@ package retrytest
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -189,4 +190,13 @@ func (e StreamError) As(target any) bool {
 		dst.FieldByName(name).Set(src.Field(i).Convert(dst.FieldByName(name).Type()))
 	}
 	return true
+}
+
+// GoAway fails the attempt as net/http's HTTP/2 client does when the
+// server sent GOAWAY and closed the connection after the request was
+// written, and net/http could not replay it by itself (a body it cannot
+// rewind): an untyped error, after which the server may have processed
+// the request.
+func GoAway() Step {
+	return Written(errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=1, ErrCode=NO_ERROR, debug=""`))
 }
