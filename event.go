@@ -63,6 +63,9 @@ const (
 	// StopBeforeAttempt: the BeforeAttempt hook refused the next attempt
 	// with an error.
 	StopBeforeAttempt
+	// StopBreaker: the Breaker refused the next attempt: the circuit of
+	// the request's host (or key) is open.
+	StopBreaker
 )
 
 // Summary describes a call to RoundTrip as it returns, for the OnDone
@@ -105,6 +108,7 @@ var stopReasons = [...]string{
 	StopBudget:        "retry budget exhausted",
 	StopRetriesOff:    "retries off",
 	StopBeforeAttempt: "refused before the attempt",
+	StopBreaker:       "circuit open",
 }
 
 func (r StopReason) String() string {
@@ -126,6 +130,7 @@ var stopLabels = [...]string{
 	StopBudget:        "budget_exhausted",
 	StopRetriesOff:    "retries_off",
 	StopBeforeAttempt: "before_attempt",
+	StopBreaker:       "circuit_open",
 }
 
 // Label returns the reason's name for a metric label or a log field:

@@ -19,6 +19,9 @@ type roundTrip struct {
 
 	prev time.Duration // the wait slept before the current attempt
 	turn Turn          // the Pacer's turn of the current attempt; nil without a Pacer
+	// circuit is the Breaker's turn of the next attempt; nil without a
+	// Breaker.
+	circuit Turn
 	// kept is the last response, its body read into memory, while the
 	// next attempt waits for the Pacer.
 	kept    *http.Response
@@ -61,9 +64,16 @@ func (r *roundTrip) run() (*http.Response, error) {
 		defer r.endWaits()
 	}
 	r.end = Unsent // until an attempt is sent
+	if err := r.admit(); err != nil {
+		if r.body == nil {
+			closeRequestBody(req) // nothing was sent: RoundTrip still owns it
+		}
+		return nil, r.giveUp(0, Unsent, nil, err, StopBreaker)
+	}
 	for attempt := 1; ; attempt++ {
 		if r.s.pacer != nil {
 			if stopped, resp, err := r.awaitTurn(ctx, attempt); stopped {
+				r.unadmit()
 				return resp, err
 			}
 		}
@@ -71,6 +81,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		if err != nil {
 			// GetBody failed: nothing was sent for this attempt.
 			r.unpace()
+			r.unadmit()
 			return nil, r.giveUp(attempt-1, Permanent, nil, err, StopBody)
 		}
 		if err := r.prepare(areq, attempt); err != nil {
@@ -80,10 +91,12 @@ func (r *roundTrip) run() (*http.Response, error) {
 			closeRequestBody(areq)
 			a.release()
 			r.unpace()
+			r.unadmit()
 			return nil, r.giveUp(attempt-1, r.end, nil, err, StopBeforeAttempt)
 		}
 		o, class := r.send(ctx, areq, a, attempt)
 		r.paced(o, class)
+		r.tripped(o, class)
 		r.end = class
 		if class == Success {
 			if b := r.s.budget; b != nil {
@@ -117,6 +130,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		}
 		a.release()
 		if err := r.timedWait(ctx, delay); err != nil {
+			r.unadmit()
 			return nil, r.giveUp(attempt, class, nil, err, StopCanceled)
 		}
 		r.prev = delay
@@ -236,7 +250,11 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		r.retryAt = now.Add(delay)
 		return 0, false, StopBudget
 	}
+	if r.admit() != nil {
+		return 0, false, StopBreaker // the failures that count have opened the circuit
+	}
 	if r.body != nil && !r.body.retire() {
+		r.unadmit()
 		// The last attempt's writer, which net/http lets run on, took the
 		// body past MaxBufferedBody since the check above. (The budget's
 		// token is spent: refusing the retry after cutting the writer off

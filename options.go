@@ -65,6 +65,9 @@ func WithBudget(b Budget) Option { return func(t *Transport) { t.Budget = b } }
 // WithPacer sets [Transport.Pacer].
 func WithPacer(p Pacer) Option { return func(t *Transport) { t.Pacer = p } }
 
+// WithBreaker sets [Transport.Breaker].
+func WithBreaker(b Breaker) Option { return func(t *Transport) { t.Breaker = b } }
+
 // WithOnRetry sets [Transport.OnRetry].
 func WithOnRetry(f func(Event)) Option { return func(t *Transport) { t.OnRetry = f } }
 

@@ -95,6 +95,8 @@ func fillTransport(t *testing.T, tr *Transport) {
 				fv.Set(reflect.ValueOf(func(Event) {}))
 			case "OnDone":
 				fv.Set(reflect.ValueOf(func(Summary) {}))
+			case "Breaker":
+				fv.Set(reflect.ValueOf(Breaker(breakerFunc(func(*http.Request) (Turn, error) { return recordingTurn{&recordingPacer{}}, nil }))))
 			case "Clock":
 				fv.Set(reflect.ValueOf(Clock(retrytest.NewClock(time.Now()))))
 			case "Random":
@@ -222,3 +224,8 @@ func TestContextWithOptionsCopies(t *testing.T) {
 func readable(f reflect.Value) any {
 	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().Interface()
 }
+
+// breakerFunc is a Breaker of one function.
+type breakerFunc func(*http.Request) (Turn, error)
+
+func (f breakerFunc) Allow(r *http.Request) (Turn, error) { return f(r) }

@@ -24,6 +24,7 @@ import (
 var readmeImports = map[string]string{
 	"awsretry": "github.com/backoff-jitter/retry/awsretry",
 	"atomic":   "sync/atomic",
+	"breaker":  "github.com/backoff-jitter/retry/breaker",
 	"bytes":    "bytes",
 	"context":  "context",
 	"errors":   "errors",

@@ -30,8 +30,9 @@ type settings struct {
 	serverJitter   Jitter // nil: none
 	waitFloor      func(Outcome) time.Duration
 	attemptHeader  string
-	budget         Budget // nil: no budget
-	pacer          Pacer  // nil: no pacing
+	budget         Budget  // nil: no budget
+	pacer          Pacer   // nil: no pacing
+	breaker        Breaker // nil: no circuit breaking
 	onRetry        func(Event)
 	onGiveUp       func(Event)
 	onDone         func(Summary)
@@ -72,6 +73,7 @@ func (t *Transport) resolve() (settings, error) {
 		waitFloor:      t.WaitFloor,
 		attemptHeader:  t.AttemptHeader,
 		pacer:          t.Pacer,
+		breaker:        t.Breaker,
 		onRetry:        t.OnRetry,
 		onGiveUp:       t.OnGiveUp,
 		onDone:         t.OnDone,
@@ -162,6 +164,7 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 		c.budget = o.Budget
 	}
 	c.pacer = cmp.Or(o.Pacer, s.pacer)
+	c.breaker = cmp.Or(o.Breaker, s.breaker)
 	c.onRetry = bothEvents(s.onRetry, o.OnRetry)
 	c.onGiveUp = bothEvents(s.onGiveUp, o.OnGiveUp)
 	c.onDone = bothSummaries(s.onDone, o.OnDone)
@@ -222,6 +225,11 @@ func (t *Transport) check() error {
 		return fmt.Errorf("retry: LongWait %d is not a known mode", t.LongWait)
 	case t.AttemptHeader != "" && !isToken(t.AttemptHeader):
 		return fmt.Errorf("retry: AttemptHeader %q is not a valid header name", t.AttemptHeader)
+	}
+	if v, ok := t.Breaker.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return err
+		}
 	}
 	if v, ok := t.Pacer.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {

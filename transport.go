@@ -120,6 +120,13 @@ type Transport struct {
 	// host's rate from its throttling.
 	Pacer Pacer
 
+	// Breaker, if not nil, is asked before every attempt, the first
+	// included, and fails the call at once, before anything is sent,
+	// while the circuit of the request's host is open (reason
+	// StopBreaker). Package [github.com/backoff-jitter/retry/breaker]
+	// provides one per host. Nil means no circuit breaking.
+	Breaker Breaker
+
 	// OnRetry, if not nil, is called before the wait that precedes each
 	// retry. Like OnGiveUp and OnDone, it is called on the goroutine of
 	// the RoundTrip it reports on, so from concurrent RoundTrips at once:

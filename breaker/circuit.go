@@ -1,0 +1,171 @@
+package breaker
+
+import (
+	"sync"
+	"time"
+
+	"github.com/backoff-jitter/retry"
+)
+
+// circuit is one key's state machine: Closed, Open until until, then
+// HalfOpen with probing attempts out.
+type circuit struct {
+	b   *Breaker
+	key string
+
+	mu      sync.Mutex
+	state   State     // Closed, Open or HalfOpen (Open past until reads as HalfOpen)
+	until   time.Time // Open: when a probe may go
+	probing int       // HalfOpen: probes out
+	inRow   int       // Closed: failures in a row
+	// The failure rate's window, in buckets of window/windowBuckets: the
+	// attempts and failures of each, and the start of the newest.
+	total, failed [windowBuckets]int
+	newest        int
+	newestAt      time.Time
+}
+
+// stateAt returns the state at now: an Open circuit past until is
+// HalfOpen. c.mu must be held.
+func (c *circuit) stateAt(now time.Time) State {
+	if c.state == Open && !now.Before(c.until) {
+		return HalfOpen
+	}
+	return c.state
+}
+
+// failure reports whether an outcome of class counts against the circuit,
+// and success whether it shows the server up.
+func failure(class retry.Class) bool { return class == retry.Transient || class == retry.Unsent }
+func success(class retry.Class) bool { return class == retry.Success }
+
+// closedTurn is the turn of an attempt on a closed circuit: the circuit
+// itself, so that it costs no allocation.
+type closedTurn circuit
+
+func (t *closedTurn) Done(f retry.Feedback) {
+	c := (*circuit)(t)
+	now := c.b.clock()
+	c.mu.Lock()
+	if c.state != Closed {
+		c.mu.Unlock() // opened meanwhile by another attempt
+		return
+	}
+	c.count(now, failure(f.Class), f.Class)
+	if !failure(f.Class) || !c.tripped() {
+		c.mu.Unlock()
+		return
+	}
+	c.open(now, f)
+	c.mu.Unlock()
+	c.b.changed(c.key, Closed, Open)
+}
+
+func (t *closedTurn) Abandon() {}
+
+// probe is the turn of an attempt on a half-open circuit.
+type probe circuit
+
+func (t *probe) Done(f retry.Feedback) {
+	c := (*circuit)(t)
+	now := c.b.clock()
+	c.mu.Lock()
+	c.probing--
+	if c.state != HalfOpen {
+		c.mu.Unlock()
+		return
+	}
+	var to State
+	switch {
+	case success(f.Class):
+		c.close()
+		to = Closed
+	case failure(f.Class):
+		c.open(now, f)
+		to = Open
+	default:
+		c.mu.Unlock() // a throttle or a 404 says nothing of the outage
+		return
+	}
+	c.mu.Unlock()
+	c.b.changed(c.key, HalfOpen, to)
+}
+
+func (t *probe) Abandon() {
+	c := (*circuit)(t)
+	c.mu.Lock()
+	c.probing--
+	c.mu.Unlock()
+}
+
+// count adds an outcome to the closed circuit's tallies. Outcomes that
+// are neither a failure nor a success (throttles, permanent answers) count
+// in neither the row nor the rate. c.mu must be held.
+func (c *circuit) count(now time.Time, failed bool, class retry.Class) {
+	switch {
+	case failed:
+		c.inRow++
+	case success(class):
+		c.inRow = 0
+	default:
+		return
+	}
+	c.roll(now)
+	c.total[c.newest]++
+	if failed {
+		c.failed[c.newest]++
+	}
+}
+
+// roll moves the window's newest bucket to now, emptying the buckets it
+// passes. c.mu must be held.
+func (c *circuit) roll(now time.Time) {
+	width := c.b.window() / windowBuckets
+	if c.newestAt.IsZero() {
+		c.newestAt = now
+		return
+	}
+	for n := 0; n < windowBuckets && now.Sub(c.newestAt) >= width; n++ {
+		c.newest = (c.newest + 1) % windowBuckets
+		c.total[c.newest], c.failed[c.newest] = 0, 0
+		c.newestAt = c.newestAt.Add(width)
+	}
+	if now.Sub(c.newestAt) >= width { // a gap longer than the window
+		c.newestAt = now
+	}
+}
+
+// tripped reports whether the closed circuit's failures open it. c.mu
+// must be held.
+func (c *circuit) tripped() bool {
+	if n := c.b.failures(); n > 0 && c.inRow >= n {
+		return true
+	}
+	rate := c.b.failureRate()
+	if rate < 0 {
+		return false
+	}
+	total, failed := 0, 0
+	for i := range windowBuckets {
+		total += c.total[i]
+		failed += c.failed[i]
+	}
+	return total >= c.b.minRequests() && float64(failed) >= rate*float64(total)
+}
+
+// open opens the circuit at now for OpenFor, or the failure's server wait
+// when longer, up to MaxOpenFor. c.mu must be held.
+func (c *circuit) open(now time.Time, f retry.Feedback) {
+	d := c.b.openFor()
+	if f.Hinted && f.Wait > d {
+		d = min(f.Wait, max(c.b.maxOpenFor(), d))
+	}
+	c.state, c.until = Open, now.Add(d)
+}
+
+// close closes the circuit and forgets its failures. c.mu must be held.
+func (c *circuit) close() {
+	c.state, c.inRow = Closed, 0
+	c.total, c.failed = [windowBuckets]int{}, [windowBuckets]int{}
+	c.newestAt = time.Time{}
+}

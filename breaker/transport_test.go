@@ -1,0 +1,139 @@
+package breaker
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/backoff-jitter/retry"
+)
+
+// servers starts h over HTTP/1.1, h2c and TLS HTTP/2, each with a client
+// transport that speaks it.
+func servers(t *testing.T, h http.Handler) map[string]struct {
+	url  string
+	base http.RoundTripper
+} {
+	t.Helper()
+	out := map[string]struct {
+		url  string
+		base http.RoundTripper
+	}{}
+	h1 := httptest.NewServer(h)
+	t.Cleanup(h1.Close)
+	out["HTTP1"] = struct {
+		url  string
+		base http.RoundTripper
+	}{h1.URL, &http.Transport{}}
+
+	h2c := httptest.NewUnstartedServer(h)
+	var ps http.Protocols
+	ps.SetUnencryptedHTTP2(true)
+	h2c.Config.Protocols = &ps
+	h2c.Start()
+	t.Cleanup(h2c.Close)
+	out["h2c"] = struct {
+		url  string
+		base http.RoundTripper
+	}{h2c.URL, &http.Transport{Protocols: &ps}}
+
+	tlsSrv := httptest.NewUnstartedServer(h)
+	tlsSrv.EnableHTTP2 = true
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	out["h2TLS"] = struct {
+		url  string
+		base http.RoundTripper
+	}{tlsSrv.URL, tlsSrv.Client().Transport}
+	for _, s := range out {
+		if tr, ok := s.base.(*http.Transport); ok {
+			t.Cleanup(tr.CloseIdleConnections)
+		}
+	}
+	return out
+}
+
+// Through a Transport: failures open the circuit mid-call (the retry is
+// refused, the last answer returned), then calls fail at once without
+// reaching the server, their bodies closed; after OpenFor a probe that
+// succeeds closes it.
+func TestThroughTheTransport(t *testing.T) {
+	var hits atomic.Int32
+	var healthy atomic.Bool
+	for name, s := range servers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.Copy(io.Discard, r.Body)
+		if !healthy.Load() {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})) {
+		t.Run(name, func(t *testing.T) {
+			hits.Store(0)
+			healthy.Store(false)
+			br, clk := newBreaker(&Breaker{Failures: 3})
+			rt := retry.New(s.base, retry.WithBreaker(br), retry.WithMaxAttempts(2), retry.WithBackoff(retry.Constant{}))
+			get := func() (*http.Response, error) {
+				req, err := http.NewRequest(http.MethodGet, s.url, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rt.RoundTrip(req)
+			}
+			for call := 1; call <= 2; call++ {
+				resp, err := get()
+				if err != nil {
+					t.Fatalf("call %d: %v", call, err)
+				}
+				resp.Body.Close()
+				e, _ := retry.EndingOf(resp)
+				if call == 2 && (e.Reason != retry.StopBreaker || !e.RetryAt.Equal(epoch.Add(defaultOpenFor))) {
+					t.Errorf("call 2 ended %+v; want the retry refused by the open circuit", e)
+				}
+			}
+			if n := hits.Load(); n != 3 {
+				t.Fatalf("the server saw %d attempts; want 3 (2, then 1 before the circuit opened)", n)
+			}
+
+			body := &closeCounter{Reader: strings.NewReader("payload")}
+			req, _ := http.NewRequest(http.MethodPost, s.url, body)
+			_, err := rt.RoundTrip(req)
+			var re *retry.Error
+			if !errors.As(err, &re) || re.Reason != retry.StopBreaker || re.Attempts != 0 || !errors.Is(err, retry.ErrCircuitOpen) {
+				t.Fatalf("a call on an open circuit: %v; want a StopBreaker error after 0 attempts", err)
+			}
+			if at, ok := retry.RetryAt(nil, err); !ok || !at.Equal(epoch.Add(defaultOpenFor)) {
+				t.Errorf("RetryAt = %v, %v", at, ok)
+			}
+			if hits.Load() != 3 || body.closes.Load() != 1 {
+				t.Errorf("server saw %d attempts, body closed %d times; want 3 and 1", hits.Load(), body.closes.Load())
+			}
+
+			healthy.Store(true)
+			clk.advance(defaultOpenFor)
+			resp, err := get()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("probe: %v, %v", resp, err)
+			}
+			resp.Body.Close()
+			if st := br.State(strings.TrimPrefix(strings.TrimPrefix(s.url, "https://"), "http://")); st != Closed {
+				t.Errorf("after the probe: %v", st)
+			}
+		})
+	}
+}
+
+type closeCounter struct {
+	io.Reader
+	closes atomic.Int32
+}
+
+func (c *closeCounter) Close() error {
+	c.closes.Add(1)
+	return nil
+}
