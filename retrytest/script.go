@@ -60,21 +60,29 @@ func Written(err error) Step {
 		err = &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	}
 	return func(req *http.Request) (*http.Response, error) {
-		if tr := httptrace.ContextClientTrace(req.Context()); tr != nil {
-			if tr.GetConn != nil {
-				tr.GetConn(req.URL.Host)
-			}
-			if tr.GotConn != nil {
-				tr.GotConn(httptrace.GotConnInfo{})
-			}
-			if tr.WroteHeaders != nil {
-				tr.WroteHeaders()
-			}
-			if tr.WroteRequest != nil {
-				tr.WroteRequest(httptrace.WroteRequestInfo{})
-			}
-		}
+		wrote(req, true)
 		return nil, err
+	}
+}
+
+// wrote tells req's trace, if any, that a connection was handed to it and
+// its headers written, and the whole request when all is true.
+func wrote(req *http.Request, all bool) {
+	tr := httptrace.ContextClientTrace(req.Context())
+	if tr == nil {
+		return
+	}
+	if tr.GetConn != nil {
+		tr.GetConn(req.URL.Host)
+	}
+	if tr.GotConn != nil {
+		tr.GotConn(httptrace.GotConnInfo{})
+	}
+	if tr.WroteHeaders != nil {
+		tr.WroteHeaders()
+	}
+	if all && tr.WroteRequest != nil {
+		tr.WroteRequest(httptrace.WroteRequestInfo{})
 	}
 }
 
@@ -134,17 +142,7 @@ func (s *Script) Attempts() []Attempt {
 // types match with errors.As, as net/http's own does.
 func RefusedStream() Step {
 	return func(req *http.Request) (*http.Response, error) {
-		if tr := httptrace.ContextClientTrace(req.Context()); tr != nil {
-			if tr.GetConn != nil {
-				tr.GetConn(req.URL.Host)
-			}
-			if tr.GotConn != nil {
-				tr.GotConn(httptrace.GotConnInfo{})
-			}
-			if tr.WroteHeaders != nil {
-				tr.WroteHeaders()
-			}
-		}
+		wrote(req, false)
 		return nil, StreamError{StreamID: 1, Code: refusedStreamCode}
 	}
 }
