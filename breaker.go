@@ -73,9 +73,10 @@ func (r *roundTrip) unadmit() {
 	}
 }
 
-// tripped reports the outcome of the attempt sent on the Breaker's turn.
-// A failed answer's server wait is told too (Feedback.Wait), whatever its
-// class: a Breaker may hold the circuit open that long.
+// tripped reports the outcome of the attempt sent on the Breaker's turn,
+// as the Pacer is told it, and a transient answer's server wait too
+// (Feedback.Wait; a throttle's is there already): a Breaker may hold the
+// circuit open that long.
 func (r *roundTrip) tripped(o Outcome, c Class) {
 	if r.circuit == nil {
 		return

@@ -3,7 +3,6 @@ package retry
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 )
@@ -72,17 +71,3 @@ func (r *roundTrip) ended(resp *http.Response, attempts int, stop StopReason) *h
 	resp.Request = resp.Request.WithContext(context.WithValue(resp.Request.Context(), endingKey{}, e))
 	return resp
 }
-
-// TurnTooLate is the error a [Pacer]'s Wait returns when the turn it would
-// give comes past the request's deadline: Wait is how long from the call
-// the turn would have come. It wraps [context.DeadlineExceeded]. A Pacer
-// that returns it tells the caller when to come back ([RetryAt]).
-type TurnTooLate struct {
-	Wait time.Duration
-}
-
-func (e *TurnTooLate) Error() string {
-	return fmt.Sprintf("retry: pacing wait of %v would end past the context's deadline", e.Wait)
-}
-
-func (e *TurnTooLate) Unwrap() error { return context.DeadlineExceeded }

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -25,6 +26,20 @@ type Pacer interface {
 	// which Wait must not modify.
 	Wait(ctx context.Context, req *http.Request) (Turn, error)
 }
+
+// TurnTooLate is the error a [Pacer]'s Wait returns when the turn it would
+// give comes past the request's deadline: Wait is how long from the call
+// the turn would have come. It wraps [context.DeadlineExceeded]. A Pacer
+// that returns it tells the caller when to come back ([RetryAt]).
+type TurnTooLate struct {
+	Wait time.Duration
+}
+
+func (e *TurnTooLate) Error() string {
+	return fmt.Sprintf("retry: pacing wait of %v would end past the context's deadline", e.Wait)
+}
+
+func (e *TurnTooLate) Unwrap() error { return context.DeadlineExceeded }
 
 // Turn is an attempt's place in a [Pacer]'s schedule. The Transport calls
 // exactly one of its methods, once.

@@ -163,7 +163,8 @@ type Transport struct {
 	// between attempts: a fake one in tests, such as
 	// [github.com/backoff-jitter/retry/retrytest.Clock]. Nil means the
 	// real one. AttemptTimeout's timer and context deadlines are
-	// net/http's and package context's, on the real clock.
+	// net/http's and package context's, on the real clock; a Pacer or a
+	// Breaker reads a clock of its own.
 	Clock Clock
 
 	// Random, if not nil, supplies the uniform numbers in [0, 1) that the

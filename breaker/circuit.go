@@ -51,8 +51,8 @@ func (t *closedTurn) Done(f retry.Feedback) {
 		c.mu.Unlock() // opened meanwhile by another attempt
 		return
 	}
-	c.count(now, failure(f.Class), f.Class)
-	if !failure(f.Class) || !c.tripped() {
+	failed := c.count(now, f.Class)
+	if !failed || !c.tripped() {
 		c.mu.Unlock()
 		return
 	}
@@ -98,23 +98,26 @@ func (t *probe) Abandon() {
 	c.mu.Unlock()
 }
 
-// count adds an outcome to the closed circuit's tallies. Outcomes that
-// are neither a failure nor a success (throttles, permanent answers) count
-// in neither the row nor the rate. c.mu must be held.
-func (c *circuit) count(now time.Time, failed bool, class retry.Class) {
+// count adds an outcome to the closed circuit's tallies, and reports
+// whether it was a failure. Outcomes that are neither a failure nor a
+// success (throttles, permanent answers) count in neither the row nor the
+// rate. c.mu must be held.
+func (c *circuit) count(now time.Time, class retry.Class) (failed bool) {
+	failed = failure(class)
 	switch {
 	case failed:
 		c.inRow++
 	case success(class):
 		c.inRow = 0
 	default:
-		return
+		return false
 	}
 	c.roll(now)
 	c.total[c.newest]++
 	if failed {
 		c.failed[c.newest]++
 	}
+	return failed
 }
 
 // roll moves the window's newest bucket to now, emptying the buckets it
