@@ -24,7 +24,8 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 	// net/http replays such a request without GetBody, and one with a body
 	// only with GetBody, which its attempts do not carry.
 	stoppable := !r.safe && (req.Body == nil || req.Body == http.NoBody)
-	if r.s.attemptTimeout > 0 || stoppable {
+	// A copy of a race is cancelled when another copy's answer wins.
+	if r.s.attemptTimeout > 0 || stoppable || r.racing {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		a.cancel = cancel
@@ -122,6 +123,10 @@ func (a attempt) release() {
 		a.cancel(errAttemptDone)
 	}
 }
+
+// cancelAs ends the attempt's context, with cause as its cause. The
+// attempt must have a context of its own.
+func (a attempt) cancelAs(cause error) { a.cancel(cause) }
 
 // errAttemptDone is the cause of an attempt's context once the Transport
 // is done with the attempt.

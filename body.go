@@ -182,6 +182,34 @@ func (b *replayBody) replayableLocked() bool {
 	return !b.dropped || b.pos == 0
 }
 
+// awaitComplete returns once the whole body has been read and kept, to
+// its end or to its declared length (net/http reads no further), so that
+// a new reader replays it without reading the caller's body. It returns
+// errHedgeUnready at once when that can no longer happen (the copy was
+// dropped, or the caller's body failed or lied), and ctx's error when ctx
+// ends first.
+func (b *replayBody) awaitComplete(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.wake.Broadcast()
+		b.mu.Unlock()
+	})
+	defer stop()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for {
+		switch {
+		case b.dropped || b.err != nil || b.lengthErr != nil:
+			return errHedgeUnready
+		case b.eof || b.declared > 0 && b.pos == b.declared:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		b.wake.Wait() // for a read of the source to end
+	}
+}
+
 // retire cuts off every reader handed out so far, once a retry is decided,
 // and reports whether the next attempt can send the whole body. When it
 // cannot, nothing is cut off: the last attempt's writer may go on.

@@ -73,18 +73,17 @@ func (r *roundTrip) unadmit() {
 	}
 }
 
-// tripped reports the outcome of the attempt sent on the Breaker's turn,
-// as the Pacer is told it, and a transient answer's server wait too
-// (Feedback.Wait; a throttle's is there already): a Breaker may hold the
-// circuit open that long.
-func (r *roundTrip) tripped(o Outcome, c Class) {
-	if r.circuit == nil {
+// trip reports outcome o, of class c, on circuit, the Breaker's turn of
+// its attempt (nil without a Breaker), as the Pacer is told it, and a
+// transient answer's server wait too (Feedback.Wait; a throttle's is there
+// already): a Breaker may hold the circuit open that long.
+func (r *roundTrip) trip(circuit Turn, o Outcome, c Class) {
+	if circuit == nil {
 		return
 	}
 	f := r.feedback(o, c)
 	if c == Transient && o.Response != nil {
 		f.Wait, f.Hinted = ServerWait(o.Response.Header, r.s.now(), r.s.rateLimitReset)
 	}
-	r.circuit.Done(f)
-	r.circuit = nil
+	circuit.Done(f)
 }

@@ -73,8 +73,14 @@ const (
 type Summary struct {
 	// Request is the caller's request.
 	Request *http.Request
-	// Attempts is the number of attempts sent, 0 when none was.
+	// Attempts is the number of attempts sent, 0 when none was, the
+	// copies of hedged attempts included.
 	Attempts int
+	// Hedges is how many of the Attempts were copies of hedged attempts
+	// (see [Hedge]), and HedgeWon whether the response or error returned
+	// is a copy's.
+	Hedges   int
+	HedgeWon bool
 	// Wait is the time spent between attempts: backoff, server waits and
 	// pacing.
 	Wait time.Duration

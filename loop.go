@@ -17,8 +17,10 @@ type roundTrip struct {
 	// ContentLength; nil until an attempt's body needs it.
 	lengths *lengthCheck
 
-	prev time.Duration // the wait slept before the current attempt
-	turn Turn          // the Pacer's turn of the current attempt; nil without a Pacer
+	prev   time.Duration // the wait slept before the current attempt
+	rounds int           // attempts sent but for copies: the backoff's retry count + 1
+	racing bool          // the current attempt may have copies (see Hedge)
+	turn   Turn          // the Pacer's turn of the current attempt; nil without a Pacer
 	// circuit is the Breaker's turn of the next attempt; nil without a
 	// Breaker.
 	circuit Turn
@@ -41,10 +43,13 @@ type roundTrip struct {
 	timed  bool
 	start  time.Time     // when RoundTrip began
 	waited time.Duration // time spent between attempts: backoff, server waits, pacing
-	took   time.Duration // how long the last attempt sent took
-	sent   int           // attempts handed to the base transport
-	end    Class         // the last outcome's class; Unsent before the first
-	reason StopReason    // why no further attempt was made; StopNone on success
+	took   time.Duration // how long attempt tookOf took: the last outcome's
+	tookOf int
+	sent   int        // attempts handed to the base transport, copies included
+	hedged int        // copies of attempts sent (see Hedge)
+	won    bool       // the response returned is a copy's
+	end    Class      // the last outcome's class; Unsent before the first
+	reason StopReason // why no further attempt was made; StopNone on success
 	// retryAt is when another call makes sense, set where the call stops
 	// on a wait it will not sleep; zero otherwise.
 	retryAt time.Time
@@ -70,19 +75,22 @@ func (r *roundTrip) run() (*http.Response, error) {
 		}
 		return nil, r.giveUp(0, Unsent, nil, err, StopBreaker)
 	}
-	for attempt := 1; ; attempt++ {
+	for {
+		attempt := r.sent + 1
 		if r.s.pacer != nil {
-			if stopped, resp, err := r.awaitTurn(ctx, attempt); stopped {
+			if stopped, resp, err := r.awaitTurn(ctx); stopped {
 				r.unadmit()
 				return resp, err
 			}
 		}
+		copies := r.hedges()
+		r.racing = copies > 0
 		areq, a, err := r.attemptRequest(ctx, attempt)
 		if err != nil {
 			// GetBody failed: nothing was sent for this attempt.
 			r.unpace()
 			r.unadmit()
-			return nil, r.giveUp(attempt-1, Permanent, nil, err, StopBody)
+			return nil, r.giveUp(r.sent, Permanent, nil, err, StopBody)
 		}
 		if err := r.prepare(areq, attempt); err != nil {
 			// Nothing is sent: the attempt's body is closed as the base
@@ -92,11 +100,18 @@ func (r *roundTrip) run() (*http.Response, error) {
 			a.release()
 			r.unpace()
 			r.unadmit()
-			return nil, r.giveUp(attempt-1, r.end, nil, err, StopBeforeAttempt)
+			return nil, r.giveUp(r.sent, r.end, nil, err, StopBeforeAttempt)
 		}
-		o, class := r.send(ctx, areq, a, attempt)
-		r.paced(o, class)
-		r.tripped(o, class)
+		r.rounds++
+		var o Outcome
+		var class Class
+		if copies > 0 {
+			o, class, a = r.race(ctx, areq, a, attempt, copies)
+		} else {
+			o, class = r.send(ctx, areq, a, attempt)
+		}
+		r.report(r.turn, r.circuit, o, class)
+		r.turn, r.circuit = nil, nil
 		r.end = class
 		if class == Success {
 			if b := r.s.budget; b != nil {
@@ -109,7 +124,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		if stop != StopNone {
 			if o.Err != nil {
 				a.release()
-				return nil, r.giveUp(attempt, class, nil, o.Err, stop)
+				return nil, r.giveUp(r.sent, class, nil, o.Err, stop)
 			}
 			if b := r.s.budget; b != nil && class == Permanent {
 				// An answer not worth retrying still shows a server able
@@ -117,11 +132,11 @@ func (r *roundTrip) run() (*http.Response, error) {
 				// gRPC's retry throttling counts such an answer a success.
 				b.Success(r.retried)
 			}
-			r.giveUp(attempt, class, o.Response, nil, stop)
-			return r.ended(a.keepAlive(o.Response), attempt, stop), nil
+			r.giveUp(r.sent, class, o.Response, nil, stop)
+			return r.ended(a.keepAlive(o.Response), r.sent, stop), nil
 		}
 		if h := r.s.onRetry; h != nil {
-			h(r.event(attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
+			h(r.event(o.Attempt, class, o.Response, o.Err, delay, fromServer, StopNone))
 		}
 		r.discard(o)
 		if r.s.beforeAttempt != nil {
@@ -131,7 +146,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		a.release()
 		if err := r.timedWait(ctx, delay); err != nil {
 			r.unadmit()
-			return nil, r.giveUp(attempt, class, nil, err, StopCanceled)
+			return nil, r.giveUp(r.sent, class, nil, err, StopCanceled)
 		}
 		r.prev = delay
 	}
@@ -147,8 +162,15 @@ func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n i
 	r.sent++
 	resp, err := r.s.base.RoundTrip(areq)
 	if r.timed {
-		r.took = r.s.now().Sub(sent)
+		r.took, r.tookOf = r.s.now().Sub(sent), n
+		r.recordLatency(r.took)
 	}
+	return r.outcome(ctx, areq, a, n, resp, err)
+}
+
+// outcome returns the outcome and class of what the base transport
+// returned for attempt n, areq.
+func (r *roundTrip) outcome(ctx context.Context, areq *http.Request, a attempt, n int, resp *http.Response, err error) (Outcome, Class) {
 	o := Outcome{Request: areq, Response: resp, Err: err, Attempt: n, Wrote: a.trace.state()}
 	if err == nil {
 		o.Err = nil
@@ -220,12 +242,12 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		return 0, false, StopRetriesOff
 	case class == Transient && !r.safe:
 		return 0, false, StopUnsafe
-	case o.Attempt >= r.s.maxAttempts:
+	case r.sent >= r.s.maxAttempts:
 		return 0, false, StopAttempts
 	case r.body != nil && !r.body.replayable():
 		return 0, false, StopBody
 	}
-	delay = r.s.backoff.Delay(o.Attempt, r.prev, r.s.rand())
+	delay = r.s.backoff.Delay(r.rounds, r.prev, r.s.rand())
 	delay = max(delay, 0)
 	now := r.s.now()
 	if sw, ok := r.serverWait(o, now); ok {
@@ -311,8 +333,8 @@ func (r *roundTrip) giveUp(attempts int, class Class, resp *http.Response, err e
 
 func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err error, delay time.Duration, fromServer bool, stop StopReason) Event {
 	e := Event{Request: r.req, Attempt: attempt, Class: class, Err: err, Delay: delay, FromServer: fromServer, Reason: stop}
-	if attempt == r.sent {
-		e.Duration = r.took // the attempt that failed is the last one sent
+	if attempt == r.tookOf {
+		e.Duration = r.took
 	}
 	if resp != nil {
 		e.StatusCode = resp.StatusCode
@@ -323,7 +345,7 @@ func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err err
 // summary is what the OnDone hook is told of the call that returns resp
 // and err.
 func (r *roundTrip) summary(resp *http.Response, err error) Summary {
-	s := Summary{Request: r.req, Attempts: r.sent, Wait: r.waited, Class: r.end, Reason: r.reason, Err: err, RetryAt: r.retryAt}
+	s := Summary{Request: r.req, Attempts: r.sent, Hedges: r.hedged, HedgeWon: r.won, Wait: r.waited, Class: r.end, Reason: r.reason, Err: err, RetryAt: r.retryAt}
 	if r.timed {
 		s.Elapsed = r.s.now().Sub(r.start)
 	}

@@ -77,6 +77,16 @@ func WithOnGiveUp(f func(Event)) Option { return func(t *Transport) { t.OnGiveUp
 // WithOnDone sets [Transport.OnDone].
 func WithOnDone(f func(Summary)) Option { return func(t *Transport) { t.OnDone = f } }
 
+// WithHedge sets [Transport.Hedge]. Among a request's options
+// ([ContextWithOptions]) it replaces the Transport's Hedge even when h is
+// zero: WithHedge(NoHedge) turns hedging off for the request.
+func WithHedge(h Hedge) Option {
+	return func(t *Transport) { t.Hedge, t.hedgeSet = h, true }
+}
+
+// WithOnHedge sets [Transport.OnHedge].
+func WithOnHedge(f func(Event)) Option { return func(t *Transport) { t.OnHedge = f } }
+
 // WithBeforeAttempt sets [Transport.BeforeAttempt].
 func WithBeforeAttempt(f func(Prepare) error) Option {
 	return func(t *Transport) { t.BeforeAttempt = f }
@@ -95,7 +105,8 @@ type optionsKey struct{}
 // The options are applied to an empty Transport, and each field they set
 // to a value other than its zero value replaces the Transport's setting
 // for the request; a zero value (WithMaxAttempts(0), WithBudget(nil),
-// WithPacer(nil)) keeps the Transport's. So what the options leave unset
+// WithPacer(nil)) keeps the Transport's; WithHedge is the exception, and
+// WithHedge(NoHedge) turns hedging off. So what the options leave unset
 // is the Transport's own: its base transport, its budget, its Pacer.
 // WithBudget(NoBudget) turns the budget off for the request. A hook given
 // this way runs after the Transport's hook of the same kind, not instead

@@ -79,6 +79,14 @@ func fillTransport(t *testing.T, tr *Transport) {
 			fv.SetUint(1)
 		case reflect.String:
 			fv.SetString("X-Test")
+		case reflect.Struct:
+			switch f.Name {
+			case "Hedge":
+				fv.Set(reflect.ValueOf(Hedge{Delay: time.Second, Percentile: 90, MaxHedges: 2}))
+				tr.hedgeSet = true
+			default:
+				t.Fatalf("the test does not know how to set Transport.%s", f.Name)
+			}
 		case reflect.Interface, reflect.Func:
 			switch f.Name {
 			case "Base":
@@ -91,7 +99,7 @@ func fillTransport(t *testing.T, tr *Transport) {
 				fv.Set(reflect.ValueOf(Budget(&TokenBucket{Capacity: 7})))
 			case "Pacer":
 				fv.Set(reflect.ValueOf(Pacer(&recordingPacer{})))
-			case "OnRetry", "OnGiveUp":
+			case "OnRetry", "OnGiveUp", "OnHedge":
 				fv.Set(reflect.ValueOf(func(Event) {}))
 			case "OnDone":
 				fv.Set(reflect.ValueOf(func(Summary) {}))
@@ -140,6 +148,11 @@ func TestSettingsCarryEveryField(t *testing.T) {
 		switch name := dv.Type().Field(i).Name; name {
 		case "now", "sleep", "rand":
 			// Seams: the Transport's, never a request's.
+		case "latencies":
+			// The Transport's record of its hosts, shared by every request.
+			if dv.Field(i).Pointer() != ov.Field(i).Pointer() {
+				t.Error("withOptions gives a request latencies of its own")
+			}
 		default:
 			if reflect.DeepEqual(readable(dv.Field(i)), readable(ov.Field(i))) {
 				t.Errorf("withOptions does not carry settings.%s", name)

@@ -53,7 +53,9 @@ type Turn interface {
 // Feedback is what a [Transport] tells a [Pacer] of an attempt sent on one
 // of its turns.
 type Feedback struct {
-	// Class is the attempt's outcome class.
+	// Class is the attempt's outcome class; Undecided for a copy of a
+	// hedged attempt cancelled because another copy's answer won (see
+	// [Hedge]): it was sent, but its answer was not waited for.
 	Class Class
 	// Response is the attempt's response, nil when it failed with an
 	// error. A Pacer may read its header, and peek at its body with
@@ -87,13 +89,13 @@ func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
 // When the Pacer refuses, stopped is true, and resp and err are what
 // RoundTrip returns: the last answer when the wait would end past the
 // deadline, as when the backoff's would, or else the Pacer's error.
-func (r *roundTrip) awaitTurn(ctx context.Context, attempt int) (stopped bool, resp *http.Response, err error) {
+func (r *roundTrip) awaitTurn(ctx context.Context) (stopped bool, resp *http.Response, err error) {
 	stop, err := r.pace(ctx)
 	if err == nil {
 		r.kept = nil
 		return false, nil, nil
 	}
-	if attempt == 1 && r.body == nil {
+	if r.sent == 0 && r.body == nil {
 		closeRequestBody(r.req) // nothing was sent: RoundTrip still owns it
 	}
 	// r.end is the last attempt's class, or Unsent before the first.
@@ -102,10 +104,10 @@ func (r *roundTrip) awaitTurn(ctx context.Context, attempt int) (stopped bool, r
 		r.retryAt = r.s.now().Add(late.Wait)
 	}
 	if last := r.kept; last != nil && stop == StopDeadline {
-		r.giveUp(attempt-1, r.end, last, nil, stop)
-		return true, r.ended(last, attempt-1, stop), nil
+		r.giveUp(r.sent, r.end, last, nil, stop)
+		return true, r.ended(last, r.sent, stop), nil
 	}
-	return true, nil, r.giveUp(attempt-1, r.end, nil, err, stop)
+	return true, nil, r.giveUp(r.sent, r.end, nil, err, stop)
 }
 
 // pace waits for the Pacer's turn before an attempt, after its backoff.
@@ -138,10 +140,11 @@ func (r *roundTrip) unpace() {
 	}
 }
 
-// paced reports the outcome of the attempt sent on the current turn.
-func (r *roundTrip) paced(o Outcome, c Class) {
-	if r.turn != nil {
-		r.turn.Done(r.feedback(o, c))
-		r.turn = nil
+// report tells the turns of an attempt, the Pacer's and the Breaker's
+// (either nil), of its outcome o, of class c.
+func (r *roundTrip) report(turn, circuit Turn, o Outcome, c Class) {
+	if turn != nil {
+		turn.Done(r.feedback(o, c))
 	}
+	r.trip(circuit, o, c)
 }

@@ -37,6 +37,9 @@ type settings struct {
 	onGiveUp       func(Event)
 	onDone         func(Summary)
 	beforeAttempt  func(Prepare) error
+	hedge          Hedge
+	onHedge        func(Event)
+	latencies      *latencies // each host's recent answers, for hedge.Percentile; never nil
 
 	// The seams, never nil: the real clock, sleep and random source, or a
 	// test's.
@@ -45,9 +48,10 @@ type settings struct {
 	rand  func() float64
 }
 
-// hooked reports whether a hook wants the times of a call measured.
-func (s *settings) hooked() bool {
-	return s.onRetry != nil || s.onGiveUp != nil || s.onDone != nil
+// timed reports whether the times of a call are measured: a hook wants
+// them, or the hedge delay is taken from latencies.
+func (s *settings) timed() bool {
+	return s.onRetry != nil || s.onGiveUp != nil || s.onDone != nil || s.hedge.Percentile != 0
 }
 
 // settings returns t's settings, resolving them on the first call: the
@@ -78,6 +82,9 @@ func (t *Transport) resolve() (settings, error) {
 		onGiveUp:       t.OnGiveUp,
 		onDone:         t.OnDone,
 		beforeAttempt:  t.BeforeAttempt,
+		hedge:          t.Hedge,
+		onHedge:        t.OnHedge,
+		latencies:      new(latencies),
 		now:            t.now,
 		sleep:          t.sleep,
 		rand:           t.rand,
@@ -169,6 +176,10 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	c.onGiveUp = bothEvents(s.onGiveUp, o.OnGiveUp)
 	c.onDone = bothSummaries(s.onDone, o.OnDone)
 	c.beforeAttempt = bothPrepares(s.beforeAttempt, o.BeforeAttempt)
+	if o.hedgeSet {
+		c.hedge = o.Hedge // NoHedge too: it turns hedging off
+	}
+	c.onHedge = bothEvents(s.onHedge, o.OnHedge)
 	c.waitFloor = bothFloors(s.waitFloor, o.WaitFloor)
 	return &c, nil
 }
@@ -225,6 +236,9 @@ func (t *Transport) check() error {
 		return fmt.Errorf("retry: LongWait %d is not a known mode", t.LongWait)
 	case t.AttemptHeader != "" && !isToken(t.AttemptHeader):
 		return fmt.Errorf("retry: AttemptHeader %q is not a valid header name", t.AttemptHeader)
+	}
+	if err := t.Hedge.check(); err != nil {
+		return err
 	}
 	if v, ok := t.Breaker.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {

@@ -127,6 +127,12 @@ type Transport struct {
 	// provides one per host. Nil means no circuit breaking.
 	Breaker Breaker
 
+	// Hedge, if its Delay is set, sends copies of an attempt that goes
+	// unanswered that long, when the request is safe to replay, and
+	// returns the first answer not worth retrying (see [Hedge]). The zero
+	// value is no hedging.
+	Hedge Hedge
+
 	// OnRetry, if not nil, is called before the wait that precedes each
 	// retry. Like OnGiveUp and OnDone, it is called on the goroutine of
 	// the RoundTrip it reports on, so from concurrent RoundTrips at once:
@@ -144,6 +150,12 @@ type Transport struct {
 	// returns, successes included: the [Summary] says how many attempts
 	// it took, how long it waited and how it ended.
 	OnDone func(Summary)
+
+	// OnHedge, if not nil, is called as each copy of a hedged attempt is
+	// sent: Event.Attempt is the copy's number, Event.Delay the hedge
+	// delay it waited for. Like the other hooks it is called from
+	// concurrent RoundTrips and must be safe for concurrent use.
+	OnHedge func(Event)
 
 	// BeforeAttempt, if not nil, is called before each attempt is sent,
 	// the first included, with the attempt's request: a clone whose
@@ -178,6 +190,10 @@ type Transport struct {
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
 	rand  func() float64
+
+	// hedgeSet records that WithHedge was given, so that NoHedge among a
+	// request's options turns hedging off (see ContextWithOptions).
+	hedgeSet bool
 
 	once       sync.Once
 	resolved   settings
@@ -249,7 +265,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		err = checkContentLength(req)
 	}
 	r := roundTrip{s: s, req: req}
-	if s.hooked() {
+	if s.timed() {
 		r.timed, r.start = true, s.now()
 	}
 	var resp *http.Response
