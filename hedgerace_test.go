@@ -49,9 +49,15 @@ func TestHedgeAllCopiesFailThenRetry(t *testing.T) {
 	second, fourth := make(chan struct{}), make(chan struct{})
 	base := byAttempt{
 		func(req *http.Request) (*http.Response, error) { <-second; return answerWith(req, 503, &closed), nil },
-		func(req *http.Request) (*http.Response, error) { defer close(second); return answerWith(req, 503, &closed), nil },
+		func(req *http.Request) (*http.Response, error) {
+			defer close(second)
+			return answerWith(req, 503, &closed), nil
+		},
 		func(req *http.Request) (*http.Response, error) { <-fourth; return answerWith(req, 200, &closed), nil },
-		func(req *http.Request) (*http.Response, error) { defer close(fourth); return answerWith(req, 503, &closed), nil },
+		func(req *http.Request) (*http.Response, error) {
+			defer close(fourth)
+			return answerWith(req, 503, &closed), nil
+		},
 	}
 	pacer := &recordingPacer{}
 	rt, sums, clock := hedging(base, nil, WithPacer(pacer), WithBackoff(Exponential{Base: time.Second, Cap: time.Minute}))
@@ -135,7 +141,10 @@ func TestHedgeRefused(t *testing.T) {
 	t.Run("budget pays for a copy that wins", func(t *testing.T) {
 		budget := &countingBudget{allow: true}
 		base := byAttempt{
-			func(req *http.Request) (*http.Response, error) { <-req.Context().Done(); return nil, req.Context().Err() },
+			func(req *http.Request) (*http.Response, error) {
+				<-req.Context().Done()
+				return nil, req.Context().Err()
+			},
 			func(req *http.Request) (*http.Response, error) { return answerWith(req, 200, new(atomic.Int32)), nil },
 		}
 		rt, _, _ := hedging(base, nil, WithBudget(budget))
