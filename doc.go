@@ -94,7 +94,18 @@
 // ([WithPacer]) spaces the attempts; package
 // [github.com/backoff-jitter/retry/pace] provides one that learns each
 // host's rate from its throttling, for clients that keep a rate-limited
-// API busy all the time.
+// API busy all the time. A [Breaker] ([WithBreaker]) fails calls to a
+// failing host at once; package [github.com/backoff-jitter/retry/breaker]
+// provides one circuit per host.
+//
+// # Hedging
+//
+// A [Hedge] ([WithHedge]), off by default, sends a copy of a request
+// that is safe to replay when it goes unanswered for a delay, and returns
+// the first answer not worth retrying, cancelling the others. Copies are
+// attempts: they count towards MaxAttempts, wait for the Pacer, ask the
+// Breaker and spend the budget, so hedging cannot multiply the load on a
+// struggling server. An unsafe request is never hedged.
 //
 // # Bodies
 //
