@@ -253,6 +253,10 @@ func (r *roundTrip) cancelLosers(flying map[*copyOf]bool, answers <-chan answer)
 	}
 	for range len(flying) {
 		ans := <-answers
+		// How long it ran before it was cancelled: a bound below its
+		// latency, which keeps the slow answers hedging cut short in the
+		// percentile the next delays are taken from.
+		r.recordLatency(ans.took)
 		if ans.resp != nil && ans.resp.Body != nil {
 			drain(ans.resp.Body, drainLimit, drainTimeout)
 		}

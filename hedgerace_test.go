@@ -245,3 +245,35 @@ func TestHedgeCallerCancels(t *testing.T) {
 	assert.Equal(t, StopCanceled, sums.last(t).Reason)
 	assert.Equal(t, 2, sums.last(t).Attempts)
 }
+
+// HedgeWon says whose answer the call returned, not whether a copy won an
+// earlier race: here the copy's 503 is the first race's outcome, and the
+// retry, with no attempt left for a copy, answers.
+func TestHedgeWonIsTheLastRaces(t *testing.T) {
+	copyStarted, firstDone := make(chan struct{}), make(chan struct{})
+	base := byAttempt{
+		func(req *http.Request) (*http.Response, error) {
+			defer close(firstDone)
+			<-copyStarted
+			return answerWith(req, 503, new(atomic.Int32)), nil
+		},
+		func(req *http.Request) (*http.Response, error) {
+			close(copyStarted)
+			<-firstDone
+			return answerWith(req, 503, new(atomic.Int32)), nil
+		},
+		func(req *http.Request) (*http.Response, error) { return answerWith(req, 200, new(atomic.Int32)), nil },
+	}
+	rt, sums, _ := hedging(base, nil, WithMaxAttempts(3))
+	var retried []Event
+	rt.OnRetry = func(e Event) { retried = append(retried, e) }
+	resp, err := rt.RoundTrip(mustRequest(t, "GET", "http://127.0.0.1/", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Len(t, retried, 1)
+	assert.Equal(t, 2, retried[0].Attempt, "the retry follows the copy's 503, the race's last answer")
+	sum := sums.last(t)
+	assert.Equal(t, 3, sum.Attempts)
+	assert.Equal(t, 1, sum.Hedges)
+	assert.False(t, sum.HedgeWon)
+}

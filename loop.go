@@ -84,7 +84,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			}
 		}
 		copies := r.hedges()
-		r.racing = copies > 0
+		r.racing, r.won = copies > 0, false
 		areq, a, err := r.attemptRequest(ctx, attempt)
 		if err != nil {
 			// GetBody failed: nothing was sent for this attempt.

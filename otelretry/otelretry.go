@@ -35,14 +35,16 @@ import (
 const ResendCount = attribute.Key("http.request.resend_count")
 
 // New returns a [retry.Transport] over [Attempts](base) that records its
-// retries as events on the call's span ([RecordRetry]), configured then by
-// opts. An OnRetry among opts replaces the recording: chain it with
-// RecordRetry. For otelhttp options of your own (a TracerProvider, say),
-// build the same from the parts:
+// retries and its hedges as events on the call's span ([RecordRetry],
+// [RecordHedge]), configured then by opts. An OnRetry or OnHedge among
+// opts replaces the recording: chain it with RecordRetry or RecordHedge.
+// For otelhttp options of your own (a TracerProvider, say), build the same
+// from the parts:
 //
-//	retry.New(otelretry.Attempts(base, otelOpts...), retry.WithOnRetry(otelretry.RecordRetry(nil)), opts...)
+//	retry.New(otelretry.Attempts(base, otelOpts...), retry.WithOnRetry(otelretry.RecordRetry(nil)), retry.WithOnHedge(otelretry.RecordHedge(nil)), opts...)
 func New(base http.RoundTripper, opts ...retry.Option) *retry.Transport {
-	return retry.New(Attempts(base), append([]retry.Option{retry.WithOnRetry(RecordRetry(nil))}, opts...)...)
+	own := []retry.Option{retry.WithOnRetry(RecordRetry(nil)), retry.WithOnHedge(RecordHedge(nil))}
+	return retry.New(Attempts(base), append(own, opts...)...)
 }
 
 // Attempts returns base (nil means a pooled transport of its own, as
@@ -95,6 +97,26 @@ func RecordRetry(next func(retry.Event)) func(retry.Event) {
 					attrs = append(attrs, attribute.Int("http.response.status_code", e.StatusCode))
 				}
 				span.AddEvent("retry", trace.WithAttributes(attrs...))
+			}
+		}
+		if next != nil {
+			next(e)
+		}
+	}
+}
+
+// RecordHedge returns an OnHedge hook that adds an event named "hedge" to
+// the span of the call as each copy of a hedged attempt is sent, with the
+// copy's attempt number and the delay it waited; then calls next, if not
+// nil. The copy's own span is an attempt's like the others.
+func RecordHedge(next func(retry.Event)) func(retry.Event) {
+	return func(e retry.Event) {
+		if e.Request != nil {
+			if span := trace.SpanFromContext(e.Request.Context()); span.IsRecording() {
+				span.AddEvent("hedge", trace.WithAttributes(
+					attribute.Int("retry.attempt", e.Attempt),
+					attribute.Int64("retry.delay_ms", e.Delay.Milliseconds()),
+				))
 			}
 		}
 		if next != nil {

@@ -131,3 +131,41 @@ func TestNewRecordsRetries(t *testing.T) {
 		t.Errorf("the retry event's status is %v; want 429", v)
 	}
 }
+
+// New records each copy of a hedged attempt as a "hedge" event on the
+// call's span; the copy has a span of its own, as every attempt has.
+func TestNewRecordsHedges(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Attempt") == "1" {
+			<-r.Context().Done() // stalls until the copy's answer cancels it
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background())
+	rt := retry.New(Attempts(nil, otelhttp.WithTracerProvider(tp)), retry.WithOnHedge(RecordHedge(nil)),
+		retry.WithHedge(retry.Hedge{Delay: time.Millisecond}), retry.WithAttemptHeader("X-Attempt"))
+	defer rt.CloseIdleConnections()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "call")
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	span.End()
+	spans := exp.GetSpans()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans; want 3 (the call, the attempt and its copy)", len(spans))
+	}
+	call := spans[len(spans)-1]
+	if len(call.Events) != 1 || call.Events[0].Name != "hedge" {
+		t.Fatalf("the call's span has events %v; want one hedge", call.Events)
+	}
+	if v, _ := attr(call.Events[0].Attributes, "retry.attempt"); v.AsInt64() != 2 {
+		t.Errorf("the hedge event's attempt is %v; want 2", v)
+	}
+}
