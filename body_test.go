@@ -103,10 +103,7 @@ func (p *countingPipe) Close() error {
 // body, without sleeping.
 func waitReading(b *replayBody) {
 	for {
-		b.mu.Lock()
-		reading := b.reading
-		b.mu.Unlock()
-		if reading {
+		if b.reading.Load() != 0 {
 			return
 		}
 		runtime.Gosched()
