@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"sync"
-	"sync/atomic"
 )
 
 // errBodyNotReplayable is what a reader returns once the bytes it would
@@ -65,25 +64,16 @@ type replayBody struct {
 	max      int64 // largest number of bytes kept for replay
 	declared int64 // the caller's ContentLength when positive; else unknown
 
-	// The reader of the source (see bodyread.go) claims it through
-	// reading, records what it reads, and publishes the count in pos:
-	// other readers read the copy below pos only, so the claimant writes
-	// beyond it without mu, and needs mu only to add a chunk or to end.
-	reading atomic.Int64  // 0, or the length of the buffer a read of src in flight fills
-	pos     atomic.Int64  // bytes read from src and recorded so far
-	dropped atomic.Bool   // the copy exceeded max, or RoundTrip ended, and was released
-	pinned  atomic.Bool   // the claimant writes into the copy without mu
-	epoch   atomic.Uint64 // bumped under mu by what a reader's next read must see (see fastRead)
-	waiters atomic.Int32  // goroutines in wake.Wait, or about to be
-
 	mu         sync.Mutex
-	wake       sync.Cond // signalled when a read of src ends with waiters, or a reader closes
-	chunks     []*chunk  // the copy, from the chunk pools (see chunkpool.go), each at full length
-	lastStart  int64     // the offset of the last chunk's first byte
-	releaseDue bool      // release was asked while pinned: the claimant does it
+	wake       sync.Cond // signalled when a read of src ends or a reader closes
+	chunks     []*chunk  // the copy, from the chunk pools (see chunkpool.go)
+	pos        int64     // bytes read from src so far
+	dropped    bool      // the copy exceeded max and was released
 	eof        bool
 	err        error // sticky non-EOF error from src
 	lengthErr  error // src's length contradicts declared
+	reading    bool  // a reader is in src.Read, without mu
+	readingLen int   // the length of the buffer that read fills
 	gen        int   // the current attempt's generation: readers of older ones are cut off
 	open       int   // counting readers of gen not yet closed
 	done       bool  // RoundTrip returned: no further readers
@@ -105,7 +95,6 @@ func (b *replayBody) abortOn(ctx context.Context) {
 		if b.err == nil && !b.eof {
 			b.err = fmt.Errorf("retry: request body abandoned: %w", context.Cause(ctx))
 		}
-		b.epoch.Add(1)
 		b.wake.Broadcast()
 		b.mu.Unlock()
 		b.closeSource()
@@ -137,9 +126,8 @@ func (b *replayBody) closeSource() {
 func newReplayBody(src io.ReadCloser, contentLength, max int64) *replayBody {
 	b := &replayBody{src: src, max: max, declared: contentLength}
 	b.wake.L = &b.mu
-	b.epoch.Store(1) // a reader's zero epoch never matches
 	if contentLength > max {
-		b.dropped.Store(true)
+		b.dropped = true
 	}
 	return b
 }
@@ -184,15 +172,14 @@ func (b *replayBody) replayable() bool {
 }
 
 func (b *replayBody) replayableLocked() bool {
-	reading, pos, dropped := b.reading.Load(), b.pos.Load(), b.dropped.Load()
 	switch {
 	case b.err != nil, b.lengthErr != nil:
 		return false // the caller's body failed or lied; it would again
-	case reading != 0:
+	case b.reading:
 		// The read in flight may take the copy past max.
-		return !dropped && pos+reading <= b.max
+		return !b.dropped && b.pos+int64(b.readingLen) <= b.max
 	}
-	return !dropped || pos == 0
+	return !b.dropped || b.pos == 0
 }
 
 // awaitComplete returns once the whole body has been read and kept, to
@@ -211,20 +198,15 @@ func (b *replayBody) awaitComplete(ctx context.Context) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for {
-		b.waiters.Add(1) // before the checks: a read ending after them wakes this wait
 		switch {
-		case b.dropped.Load() || b.err != nil || b.lengthErr != nil:
-			b.waiters.Add(-1)
+		case b.dropped || b.err != nil || b.lengthErr != nil:
 			return errHedgeUnready
-		case b.eof || b.declared > 0 && b.pos.Load() == b.declared:
-			b.waiters.Add(-1)
+		case b.eof || b.declared > 0 && b.pos == b.declared:
 			return nil
 		case ctx.Err() != nil:
-			b.waiters.Add(-1)
 			return ctx.Err()
 		}
 		b.wake.Wait() // for a read of the source to end
-		b.waiters.Add(-1)
 	}
 }
 
@@ -239,7 +221,6 @@ func (b *replayBody) retire() bool {
 	}
 	b.gen++
 	b.open = 0
-	b.epoch.Add(1)
 	b.wake.Broadcast()
 	return true
 }
@@ -257,7 +238,6 @@ func (b *replayBody) mismatch() error {
 func (b *replayBody) finish() {
 	b.mu.Lock()
 	b.done = true
-	b.epoch.Add(1)
 	b.mu.Unlock()
 	b.closeIfUnused()
 }
@@ -280,15 +260,153 @@ func (b *replayBody) closeIfUnused() {
 	}
 }
 
+// read serves r from the copy while it is behind the source, and from the
+// source, recording what it reads, once it has caught up.
+func (b *replayBody) read(r *replayReader, p []byte) (int, error) {
+	b.mu.Lock()
+	for {
+		switch {
+		case r.closed:
+			b.mu.Unlock()
+			return 0, errBodyClosed
+		case r.gen != b.gen:
+			b.mu.Unlock()
+			return 0, errBodySuperseded
+		case !r.counted:
+			if b.done && b.open == 0 {
+				b.mu.Unlock()
+				return 0, errBodyFinished // the caller's body is closed
+			}
+			r.counted = true
+			b.open++
+		}
+		if r.off < b.pos {
+			if b.dropped {
+				b.mu.Unlock()
+				return 0, errBodyNotReplayable
+			}
+			n := b.copyAt(r, p)
+			b.mu.Unlock()
+			return n, nil
+		}
+		if b.eof {
+			b.mu.Unlock()
+			return 0, io.EOF
+		}
+		if b.err != nil {
+			err := b.err
+			b.mu.Unlock()
+			return 0, err
+		}
+		if !b.reading {
+			break
+		}
+		b.wake.Wait() // for the read in flight, or r's Close
+	}
+	b.reading, b.readingLen = true, len(p)
+	b.mu.Unlock()
+
+	n, err := b.src.Read(p)
+
+	b.mu.Lock()
+	b.reading = false
+	if n > 0 {
+		b.record(p[:n])
+		b.pos += int64(n)
+		r.off += int64(n)
+	}
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil:
+		b.err = err
+	}
+	b.checkLength()
+	b.wake.Broadcast()
+	b.mu.Unlock()
+	return n, err
+}
+
+// checkLength records a body that contradicts its declared ContentLength,
+// which net/http refuses to send (HTTP/1.1) or sends malformed (HTTP/2).
+// b.mu must be held.
+func (b *replayBody) checkLength() {
+	if b.declared <= 0 || b.lengthErr != nil {
+		return
+	}
+	b.lengthErr = lengthError(b.pos, b.declared, b.eof)
+}
+
+// copyAt copies recorded bytes from r's offset into p.
+func (b *replayBody) copyAt(r *replayReader, p []byte) int {
+	off := r.off
+	n := 0
+	for _, c := range b.chunks {
+		if off >= int64(len(c.buf)) {
+			off -= int64(len(c.buf))
+			continue
+		}
+		k := copy(p[n:], c.buf[off:])
+		n += k
+		off = 0
+		if n == len(p) {
+			break
+		}
+	}
+	r.off += int64(n)
+	return n
+}
+
+// record keeps p for replay, or drops the whole copy once it would exceed
+// max. Chunks grow geometrically with the bytes already read, sized by
+// what the declared length still promises, so the copy is never much
+// larger than the body: at most twice, in its last chunk's class.
+func (b *replayBody) record(p []byte) {
+	if b.dropped {
+		return
+	}
+	if b.pos+int64(len(p)) > b.max {
+		b.release()
+		return
+	}
+	for len(p) > 0 {
+		var last *chunk
+		if len(b.chunks) > 0 {
+			last = b.chunks[len(b.chunks)-1]
+		}
+		if last == nil || len(last.buf) == cap(last.buf) {
+			size := max(int64(minChunk), b.pos)
+			size = min(size, maxChunk, b.max-b.pos)
+			if left := b.declared - b.pos; left > 0 {
+				size = min(size, left)
+			}
+			last = getChunk(int(size))
+			b.chunks = append(b.chunks, last)
+		}
+		k := min(len(p), cap(last.buf)-len(last.buf))
+		last.buf = append(last.buf, p[:k]...)
+		p = p[k:]
+	}
+}
+
+// release drops the copy, returning its chunks to their pools: no reader
+// can read it again, since every read of the copy is made under b.mu and
+// finds it dropped. b.mu must be held.
+func (b *replayBody) release() {
+	for i, c := range b.chunks {
+		putChunk(c)
+		b.chunks[i] = nil
+	}
+	b.chunks, b.dropped = nil, true
+}
+
 // replayReader is one attempt's view of a replayBody. Its fields are
-// guarded by b.mu, but for off and epoch, which only its Read uses (the
-// reads of one reader never run at once).
+// guarded by b.mu.
 type replayReader struct {
 	b       *replayBody
 	off     int64
-	epoch   uint64 // b's epoch when its last read of src ended; 0: none
-	gen     int    // the attempt generation it belongs to
-	counted bool   // it holds the caller's body open
+	gen     int  // the attempt generation it belongs to
+	counted bool // it holds the caller's body open
 	closed  bool
 }
 
@@ -314,7 +432,6 @@ func (r *replayReader) Close() error {
 	if r.counted && r.gen == b.gen {
 		b.open--
 	}
-	b.epoch.Add(1)
 	b.wake.Broadcast()
 	b.mu.Unlock()
 	b.closeIfUnused()

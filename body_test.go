@@ -103,7 +103,10 @@ func (p *countingPipe) Close() error {
 // body, without sleeping.
 func waitReading(b *replayBody) {
 	for {
-		if b.reading.Load() != 0 {
+		b.mu.Lock()
+		reading := b.reading
+		b.mu.Unlock()
+		if reading {
 			return
 		}
 		runtime.Gosched()
