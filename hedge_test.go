@@ -27,7 +27,7 @@ const bound = 10 * time.Second
 func hedging(base http.RoundTripper, gate <-chan struct{}, opts ...Option) (*Transport, *summaries, *fakeClock) {
 	rt, clock := testTransport(base, append([]Option{WithHedge(Hedge{Delay: 50 * time.Millisecond}), WithAttemptHeader("X-Attempt")}, opts...)...)
 	sums := &summaries{}
-	rt.OnDone = sums.add
+	rt.OnDone = sums.hook
 	if gate != nil {
 		rt.sleep = func(ctx context.Context, d time.Duration) error {
 			if d != 50*time.Millisecond {
@@ -45,23 +45,27 @@ func hedging(base http.RoundTripper, gate <-chan struct{}, opts ...Option) (*Tra
 }
 
 // summaries records the Summary of every call.
-type summaries struct {
+type summaries = recorder[Summary]
+
+// heldWaits is a sleep that records each wait and ends it only with its
+// context: the hedge delays it stands for never end before the answers.
+type heldWaits struct {
 	mu  sync.Mutex
-	all []Summary
+	all []time.Duration
 }
 
-func (s *summaries) add(sum Summary) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.all = append(s.all, sum)
+func (h *heldWaits) sleep(ctx context.Context, d time.Duration) error {
+	h.mu.Lock()
+	h.all = append(h.all, d)
+	h.mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
 }
 
-func (s *summaries) last(t *testing.T) Summary {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	require.NotEmpty(t, s.all)
-	return s.all[len(s.all)-1]
+func (h *heldWaits) waits() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.all
 }
 
 // A copy is sent of an attempt that goes unanswered: its answer is
@@ -207,22 +211,13 @@ func TestHedgePerRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rt, _ := testTransport(s.base, WithHedge(tc.hedge))
-			var mu sync.Mutex
-			var waited []time.Duration
-			rt.sleep = func(ctx context.Context, d time.Duration) error {
-				mu.Lock()
-				waited = append(waited, d)
-				mu.Unlock()
-				<-ctx.Done() // the answer comes first
-				return ctx.Err()
-			}
+			held := &heldWaits{}
+			rt.sleep = held.sleep
 			req := mustRequest(t, "GET", s.srv.URL, nil)
 			req = req.WithContext(ContextWithOptions(req.Context(), tc.opt))
 			_, _, err := do(t, rt, req)
 			require.NoError(t, err)
-			mu.Lock()
-			defer mu.Unlock()
-			assert.Equal(t, tc.waited, waited)
+			assert.Equal(t, tc.waited, held.waits())
 		})
 	}
 }

@@ -37,25 +37,28 @@ func hostileTransport(base http.RoundTripper, opts ...Option) (*Transport, *fake
 	return testTransport(base, append([]Option{WithBudget(NoBudget)}, opts...)...)
 }
 
-// giveUps records the OnGiveUp events of a Transport.
-type giveUps struct {
-	mu     sync.Mutex
-	events []Event
+// recorder records what a hook is called with, for concurrent calls.
+type recorder[T any] struct {
+	mu  sync.Mutex
+	all []T
 }
 
-func (g *giveUps) hook(e Event) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.events = append(g.events, e)
+func (r *recorder[T]) hook(v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.all = append(r.all, v)
 }
 
-func (g *giveUps) last(t *testing.T) Event {
+func (r *recorder[T]) last(t *testing.T) T {
 	t.Helper()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	require.NotEmpty(t, g.events, "OnGiveUp was not called")
-	return g.events[len(g.events)-1]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.NotEmpty(t, r.all, "the hook was not called")
+	return r.all[len(r.all)-1]
 }
+
+// giveUps records the OnGiveUp events of a Transport.
+type giveUps = recorder[Event]
 
 // Endless 503s with Connection: close, for a POST whose body has no
 // GetBody: bound MaxAttempts (5). Every attempt opens a new connection and

@@ -1,10 +1,8 @@
 package retry
 
 import (
-	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -93,22 +91,14 @@ func TestHedgeDelayFromLatencies(t *testing.T) {
 			})
 			rt, c := testTransport(base, WithHedge(Hedge{Delay: tc.floor, Percentile: 50}))
 			clock = c
-			var mu sync.Mutex
-			var delays []time.Duration
-			rt.sleep = func(ctx context.Context, d time.Duration) error {
-				mu.Lock()
-				delays = append(delays, d)
-				mu.Unlock()
-				<-ctx.Done() // every answer comes first
-				return ctx.Err()
-			}
+			held := &heldWaits{}
+			rt.sleep = held.sleep
 			for range latencyMinSamples + 1 {
 				resp, err := rt.RoundTrip(mustRequest(t, "GET", "http://127.0.0.1/", nil))
 				require.NoError(t, err)
 				resp.Body.Close()
 			}
-			mu.Lock()
-			defer mu.Unlock()
+			delays := held.waits()
 			require.Len(t, delays, latencyMinSamples+1)
 			assert.Equal(t, tc.floor, delays[latencyMinSamples-1], "before the 16th answer: Delay")
 			assert.Equal(t, tc.want, delays[latencyMinSamples], "after 16 answers of 10..160ms")
