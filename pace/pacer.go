@@ -96,7 +96,8 @@ const (
 //   - Memory. Keys not in use are forgotten (see MaxKeys).
 //
 // Refusal sets aside throttles that are not about the rate. docs/pacing.md
-// explains each rule, with the measurements behind it.
+// is the user's guide; docs/pacing-design.md gives the measurements behind
+// each rule.
 //
 // The zero value is ready to use. Fields must not be changed after first
 // use. A Pacer is safe for concurrent use.

@@ -11,7 +11,7 @@ import (
 )
 
 // TestSimReport prints the distributions the test of shedding was tuned
-// against (docs/pacing.md, "The test in two stages"): runs of simRun and
+// against (docs/pacing-design.md, "The test in two stages"): runs of simRun and
 // simClients on the fake clock, hundreds of seeds each, against random
 // shedding, rate limits with and without a burst, and both at once. It
 // takes about ten seconds, so it runs only when asked:
