@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/retrytest"
 )
 
 // servers starts h over HTTP/1.1, h2c and TLS HTTP/2, each with a client
@@ -136,4 +138,38 @@ type closeCounter struct {
 func (c *closeCounter) Close() error {
 	c.closes.Add(1)
 	return nil
+}
+
+// Hedged calls whose first attempts stall until cancelled leave the
+// circuit closed: a copy that lost the race is neither a failure nor a
+// success, however many there are, over every protocol.
+func TestHedgeLosersAreNoFailures(t *testing.T) {
+	for name, s := range servers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Attempt") == "1" {
+			<-r.Context().Done() // stalls until the copy's answer cancels it
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})) {
+		t.Run(name, func(t *testing.T) {
+			var changes atomic.Int32
+			br, _ := newBreaker(&Breaker{Failures: 2, OnStateChange: func(string, State, State) { changes.Add(1) }})
+			rt := retry.New(s.base, retry.WithBreaker(br), retry.WithAttemptHeader("X-Attempt"),
+				retry.WithHedge(retry.Hedge{Delay: time.Second}), retry.WithClock(retrytest.NewClock(time.Now())))
+			for range 20 {
+				req, _ := http.NewRequest("GET", s.url, nil)
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			if n := changes.Load(); n != 0 {
+				t.Errorf("%d state changes; want the circuit closed throughout", n)
+			}
+			if st := br.State(strings.TrimPrefix(strings.TrimPrefix(s.url, "http://"), "https://")); st != Closed {
+				t.Errorf("state %v; want closed", st)
+			}
+		})
+	}
 }
