@@ -288,3 +288,41 @@ func TestIdlePacerAllocations(t *testing.T) {
 		t.Errorf("a first-try success costs %.0f allocations with an idle Pacer, %.0f without", b, a)
 	}
 }
+
+// A copy of a hedged attempt waits for its turn like any attempt: once the
+// key has engaged, the attempt and its copy leave one interval apart, so
+// hedging never sends faster than the rate learned.
+func TestHedgedCopiesWaitForTurns(t *testing.T) {
+	var refused atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/engage" && int(refused.Add(1)) <= coldRefusalsToEngage:
+			w.WriteHeader(http.StatusTooManyRequests)
+		case r.URL.Path == "/slow" && r.Header.Get("X-Attempt") == "1":
+			<-r.Context().Done() // stalls until the copy's answer cancels it
+		}
+	}))
+	t.Cleanup(srv.Close)
+	p, clock := fakePacer(&Pacer{})
+	rt := retry.New(nil, retry.WithPacer(p), retry.WithBackoff(retry.Constant{}), retry.WithMaxAttempts(coldRefusalsToEngage+1))
+	defer rt.CloseIdleConnections()
+	_, err := get(t, rt, context.Background(), srv.URL+"/engage")
+	require.NoError(t, err)
+	rate, engaged := p.Rate(host(srv))
+	require.True(t, engaged)
+
+	before := len(clock.Waits())
+	hedged := retry.New(nil, retry.WithPacer(p), retry.WithAttemptHeader("X-Attempt"),
+		retry.WithHedge(retry.Hedge{Delay: time.Millisecond}), retry.WithClock(retrytest.NewClock(time.Now())))
+	defer hedged.CloseIdleConnections()
+	var sum retry.Summary
+	ctx := retry.ContextWithOptions(context.Background(), retry.WithOnDone(func(s retry.Summary) { sum = s }))
+	resp, err := get(t, hedged, ctx, srv.URL+"/slow")
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, 1, sum.Hedges)
+	waits := clock.Waits()[before:]
+	require.Len(t, waits, 2, "the attempt's turn and the copy's")
+	interval := time.Duration(float64(time.Second) / rate)
+	assert.InDelta(t, float64(interval), float64(waits[1]), float64(time.Millisecond), "the copy waits one interval after the attempt's turn")
+}
