@@ -23,8 +23,9 @@ import (
 // of its own ([Attempt], AttemptHeader), counts towards MaxAttempts,
 // waits for the Pacer's turn, asks the Breaker, and costs the Budget what
 // a retry after a [Transient] outcome costs (given back when the copy's
-// answer is the one returned). When any of them refuses, no further copy
-// is sent for that attempt, and the ones in flight carry on. A request
+// answer is the one returned). When any of them refuses, or a copy is
+// throttled (the server says it is overloaded), no further copy is sent
+// for that attempt, and the ones in flight carry on. A request
 // body the Transport buffers itself (one without GetBody) is hedged only
 // once the first attempt has read all of it.
 //

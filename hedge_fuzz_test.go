@@ -31,6 +31,7 @@ type hedgeBase struct {
 	calls     int
 	inFlight  int
 	k         int           // copies of the current round so far
+	throttled bool          // an attempt of the current round was answered 503: no copy follows
 	answered  chan struct{} // closed, and replaced, when an attempt answers
 	maxFlight int
 	copies    map[int]bool // the attempt numbers OnHedge reported
@@ -53,7 +54,7 @@ func (b *hedgeBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	if b.copies[n] {
 		b.k++
 	} else {
-		b.k = 0
+		b.k, b.throttled = 0, false
 	}
 	if b.answered == nil {
 		b.answered = make(chan struct{})
@@ -83,9 +84,15 @@ func (b *hedgeBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	switch kind {
 	case 1:
+		b.mu.Lock()
+		b.throttled = true // before the answer: a slow attempt begun after it expects no copy
+		b.mu.Unlock()
 		return b.respond(r, 503), nil
 	case 2: // slow: answered once another attempt has answered after it began
-		if !b.copyNext(n, k) {
+		b.mu.Lock()
+		throttled := b.throttled
+		b.mu.Unlock()
+		if throttled || !b.copyNext(n, k) {
 			return b.respond(r, 200), nil
 		}
 		select {

@@ -112,6 +112,12 @@ func (r *roundTrip) race(ctx context.Context, areq *http.Request, a attempt, n, 
 				ans.c.turn, ans.c.circuit = nil, nil
 				ans.resp = o.Response
 				failed = &ans
+				if class == Throttled && copies > 0 {
+					// The server says it is overloaded: no further copy
+					// adds to its load, and the ones in flight carry on.
+					stop()
+					next, copies = nil, 0
+				}
 				continue
 			}
 			if failed != nil {

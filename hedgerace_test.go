@@ -277,3 +277,67 @@ func TestHedgeWonIsTheLastRaces(t *testing.T) {
 	assert.Equal(t, 1, sum.Hedges)
 	assert.False(t, sum.HedgeWon)
 }
+
+// signallingPacer is a recordingPacer that closes throttled once it is
+// told of a throttle.
+type signallingPacer struct {
+	recordingPacer
+	throttled chan struct{}
+	once      sync.Once
+}
+
+func (p *signallingPacer) Wait(ctx context.Context, req *http.Request) (Turn, error) {
+	p.recordingPacer.Wait(ctx, req)
+	return signallingTurn{p}, nil
+}
+
+type signallingTurn struct{ p *signallingPacer }
+
+func (t signallingTurn) Done(f Feedback) {
+	recordingTurn{&t.p.recordingPacer}.Done(f)
+	if f.Class == Throttled {
+		t.p.once.Do(func() { close(t.p.throttled) })
+	}
+}
+
+func (t signallingTurn) Abandon() { recordingTurn{&t.p.recordingPacer}.Abandon() }
+
+// A throttled copy sends no further copy of the attempt: the server said
+// it is overloaded. The attempt in flight still answers.
+func TestHedgeStopsOnAThrottle(t *testing.T) {
+	throttled := make(chan struct{})
+	pacer := &signallingPacer{throttled: throttled}
+	base := byAttempt{
+		func(req *http.Request) (*http.Response, error) {
+			<-throttled // answers once the race has heard the copy's 429
+			return answerWith(req, 200, new(atomic.Int32)), nil
+		},
+		func(req *http.Request) (*http.Response, error) {
+			resp := answerWith(req, 429, new(atomic.Int32))
+			resp.Header.Set("Retry-After", "10")
+			return resp, nil
+		},
+		func(req *http.Request) (*http.Response, error) {
+			t.Error("a copy was sent after a throttle")
+			return answerWith(req, 200, new(atomic.Int32)), nil
+		},
+	}
+	rt, sums, _ := hedging(base, nil, WithPacer(pacer), WithHedge(Hedge{Delay: 50 * time.Millisecond, MaxHedges: 2}))
+	waits := 0
+	rt.sleep = func(ctx context.Context, d time.Duration) error {
+		if waits++; waits == 1 {
+			return nil // the first copy goes at once
+		}
+		select { // the second would go once the throttle is heard
+		case <-throttled:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	resp, err := rt.RoundTrip(mustRequest(t, "GET", "http://127.0.0.1/", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, 1, sums.last(t).Hedges)
+}
