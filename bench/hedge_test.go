@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/retrytest"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/failsafe-go/failsafe-go/hedgepolicy"
 	"github.com/hashicorp/go-cleanhttp"
@@ -110,6 +112,57 @@ func BenchmarkHedge(b *testing.B) {
 			b.ReportMetric(at(0.50), "p50-ms")
 			b.ReportMetric(at(0.99), "p99-ms")
 			b.ReportMetric(float64(srv.served.Load())/float64(len(took))-1, "extra-req/op")
+		})
+	}
+}
+
+// What docs/comparison.md says of hedging a POST: failsafe-go's hedge
+// policy sends a copy of a POST with no Idempotency-Key, which the server
+// executes twice; retry's Hedge never does.
+func TestHedgingAPOST(t *testing.T) {
+	for _, lib := range []struct {
+		name  string
+		wrap  func(http.RoundTripper) http.RoundTripper
+		twice bool
+	}{
+		{"failsafe", func(base http.RoundTripper) http.RoundTripper {
+			return failsafehttp.NewRoundTripper(base, hedgepolicy.NewBuilderWithDelay[*http.Response](time.Millisecond).Build())
+		}, true},
+		{"retry", func(base http.RoundTripper) http.RoundTripper {
+			// On a fake clock: a copy, were one allowed, would go at once.
+			return retry.New(base, retry.WithHedge(retry.Hedge{Delay: time.Millisecond}), retry.WithClock(retrytest.NewClock(time.Now())))
+		}, false},
+	} {
+		t.Run(lib.name, func(t *testing.T) {
+			var executed atomic.Int32
+			second := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body)
+				if executed.Add(1) == 1 {
+					select { // the first execution is slow: a copy, if any, arrives meanwhile
+					case <-second:
+					case <-time.After(time.Second): // none came
+					}
+					return
+				}
+				close(second)
+			}))
+			defer srv.Close()
+			base := cleanhttp.DefaultPooledTransport()
+			defer base.CloseIdleConnections()
+			req, err := http.NewRequest("POST", srv.URL, strings.NewReader("order"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := lib.wrap(base).RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if got := executed.Load() > 1; got != lib.twice {
+				t.Errorf("the server executed the POST %d times", executed.Load())
+			}
 		})
 	}
 }
