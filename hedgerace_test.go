@@ -46,20 +46,15 @@ func (c *closeCount) Close() error { c.n.Add(1); return nil }
 // response is closed.
 func TestHedgeAllCopiesFailThenRetry(t *testing.T) {
 	var closed atomic.Int32
-	second, fourth := make(chan struct{}), make(chan struct{})
+	second, third := make(chan struct{}), make(chan struct{})
+	pacer := &signallingPacer{throttled: third, after: 3}
 	base := byAttempt{
 		func(req *http.Request) (*http.Response, error) { <-second; return answerWith(req, 503, &closed), nil },
-		func(req *http.Request) (*http.Response, error) {
-			defer close(second)
-			return answerWith(req, 503, &closed), nil
-		},
-		func(req *http.Request) (*http.Response, error) { <-fourth; return answerWith(req, 200, &closed), nil },
-		func(req *http.Request) (*http.Response, error) {
-			defer close(fourth)
-			return answerWith(req, 503, &closed), nil
-		},
+		func(req *http.Request) (*http.Response, error) { defer close(second); return answerWith(req, 503, &closed), nil },
+		// Answers once the race has heard its copy's 503, the third.
+		func(req *http.Request) (*http.Response, error) { <-third; return answerWith(req, 200, &closed), nil },
+		func(req *http.Request) (*http.Response, error) { return answerWith(req, 503, &closed), nil },
 	}
-	pacer := &recordingPacer{}
 	rt, sums, clock := hedging(base, nil, WithPacer(pacer), WithBackoff(Exponential{Base: time.Second, Cap: time.Minute}))
 	resp, err := rt.RoundTrip(mustRequest(t, "GET", "http://127.0.0.1/", nil))
 	require.NoError(t, err)
@@ -250,21 +245,21 @@ func TestHedgeCallerCancels(t *testing.T) {
 // earlier race: here the copy's 503 is the first race's outcome, and the
 // retry, with no attempt left for a copy, answers.
 func TestHedgeWonIsTheLastRaces(t *testing.T) {
-	copyStarted, firstDone := make(chan struct{}), make(chan struct{})
+	copyStarted, heard := make(chan struct{}), make(chan struct{})
+	pacer := &signallingPacer{throttled: heard}
 	base := byAttempt{
 		func(req *http.Request) (*http.Response, error) {
-			defer close(firstDone)
 			<-copyStarted
 			return answerWith(req, 503, new(atomic.Int32)), nil
 		},
 		func(req *http.Request) (*http.Response, error) {
 			close(copyStarted)
-			<-firstDone
+			<-heard // fails once the race has heard the first attempt fail
 			return answerWith(req, 503, new(atomic.Int32)), nil
 		},
 		func(req *http.Request) (*http.Response, error) { return answerWith(req, 200, new(atomic.Int32)), nil },
 	}
-	rt, sums, _ := hedging(base, nil, WithMaxAttempts(3))
+	rt, sums, _ := hedging(base, nil, WithMaxAttempts(3), WithPacer(pacer))
 	var retried []Event
 	rt.OnRetry = func(e Event) { retried = append(retried, e) }
 	resp, err := rt.RoundTrip(mustRequest(t, "GET", "http://127.0.0.1/", nil))
@@ -278,12 +273,13 @@ func TestHedgeWonIsTheLastRaces(t *testing.T) {
 	assert.False(t, sum.HedgeWon)
 }
 
-// signallingPacer is a recordingPacer that closes throttled once it is
-// told of a throttle.
+// signallingPacer is a recordingPacer that closes throttled once it has
+// been told of after throttles (1 when zero): the race has heard them.
 type signallingPacer struct {
 	recordingPacer
 	throttled chan struct{}
-	once      sync.Once
+	after     int
+	heard     atomic.Int32
 }
 
 func (p *signallingPacer) Wait(ctx context.Context, req *http.Request) (Turn, error) {
@@ -295,8 +291,8 @@ type signallingTurn struct{ p *signallingPacer }
 
 func (t signallingTurn) Done(f Feedback) {
 	recordingTurn{&t.p.recordingPacer}.Done(f)
-	if f.Class == Throttled {
-		t.p.once.Do(func() { close(t.p.throttled) })
+	if f.Class == Throttled && int(t.p.heard.Add(1)) == max(t.p.after, 1) {
+		close(t.p.throttled)
 	}
 }
 
@@ -340,4 +336,32 @@ func TestHedgeStopsOnAThrottle(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
 	assert.Equal(t, 1, sums.last(t).Hedges)
+}
+
+// OnGiveUp names the attempt whose outcome ends the call, which with a
+// copy is not always the last one sent; the attempts counted are all of
+// them.
+func TestHedgeGiveUpNamesTheLastOutcome(t *testing.T) {
+	heard := make(chan struct{})
+	pacer := &signallingPacer{throttled: heard}
+	base := byAttempt{
+		func(req *http.Request) (*http.Response, error) {
+			<-heard // fails once the race has heard the copy fail
+			return answerWith(req, 503, new(atomic.Int32)), nil
+		},
+		func(req *http.Request) (*http.Response, error) { return answerWith(req, 503, new(atomic.Int32)), nil },
+	}
+	var gaveUp giveUps
+	rt, sums, _ := hedging(base, nil, WithMaxAttempts(2), WithOnGiveUp(gaveUp.hook), WithPacer(pacer))
+	resp, err := rt.RoundTrip(mustRequest(t, "GET", "http://127.0.0.1/", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+	e := gaveUp.last(t)
+	assert.Equal(t, 1, e.Attempt, "the first attempt's 503 is the one returned")
+	assert.Equal(t, StopAttempts, e.Reason)
+	assert.Equal(t, 2, sums.last(t).Attempts)
+	ending, ok := EndingOf(resp)
+	require.True(t, ok)
+	assert.Equal(t, 2, ending.Attempts)
 }

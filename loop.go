@@ -43,8 +43,8 @@ type roundTrip struct {
 	timed  bool
 	start  time.Time     // when RoundTrip began
 	waited time.Duration // time spent between attempts: backoff, server waits, pacing
-	took   time.Duration // how long attempt tookOf took: the last outcome's
-	tookOf int
+	took   time.Duration // how long attempt tookOf took
+	tookOf int           // the number of the last outcome's attempt; 0 before the first
 	sent   int        // attempts handed to the base transport, copies included
 	hedged int        // copies of attempts sent (see Hedge)
 	won    bool       // the response returned is a copy's
@@ -73,7 +73,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		if r.body == nil {
 			closeRequestBody(req) // nothing was sent: RoundTrip still owns it
 		}
-		return nil, r.giveUp(0, Unsent, nil, err, StopBreaker)
+		return nil, r.giveUp(r.tookOf, Unsent, nil, err, StopBreaker)
 	}
 	for {
 		attempt := r.sent + 1
@@ -90,7 +90,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			// GetBody failed: nothing was sent for this attempt.
 			r.unpace()
 			r.unadmit()
-			return nil, r.giveUp(r.sent, Permanent, nil, err, StopBody)
+			return nil, r.giveUp(r.tookOf, Permanent, nil, err, StopBody)
 		}
 		if err := r.prepare(areq, attempt); err != nil {
 			// Nothing is sent: the attempt's body is closed as the base
@@ -100,7 +100,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			a.release()
 			r.unpace()
 			r.unadmit()
-			return nil, r.giveUp(r.sent, r.end, nil, err, StopBeforeAttempt)
+			return nil, r.giveUp(r.tookOf, r.end, nil, err, StopBeforeAttempt)
 		}
 		r.rounds++
 		var o Outcome
@@ -124,7 +124,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		if stop != StopNone {
 			if o.Err != nil {
 				a.release()
-				return nil, r.giveUp(r.sent, class, nil, o.Err, stop)
+				return nil, r.giveUp(o.Attempt, class, nil, o.Err, stop)
 			}
 			if b := r.s.budget; b != nil && class == Permanent {
 				// An answer not worth retrying still shows a server able
@@ -132,7 +132,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 				// gRPC's retry throttling counts such an answer a success.
 				b.Success(r.retried)
 			}
-			r.giveUp(r.sent, class, o.Response, nil, stop)
+			r.giveUp(o.Attempt, class, o.Response, nil, stop)
 			return r.ended(a.keepAlive(o.Response), r.sent, stop), nil
 		}
 		if h := r.s.onRetry; h != nil {
@@ -146,7 +146,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 		a.release()
 		if err := r.timedWait(ctx, delay); err != nil {
 			r.unadmit()
-			return nil, r.giveUp(r.sent, class, nil, err, StopCanceled)
+			return nil, r.giveUp(r.tookOf, class, nil, err, StopCanceled)
 		}
 		r.prev = delay
 	}
@@ -160,9 +160,10 @@ func (r *roundTrip) send(ctx context.Context, areq *http.Request, a attempt, n i
 		sent = r.s.now()
 	}
 	r.sent++
+	r.tookOf = n
 	resp, err := r.s.base.RoundTrip(areq)
 	if r.timed {
-		r.took, r.tookOf = r.s.now().Sub(sent), n
+		r.took = r.s.now().Sub(sent)
 		r.recordLatency(r.took)
 	}
 	return r.outcome(ctx, areq, a, n, resp, err)
@@ -319,16 +320,18 @@ func (r *roundTrip) discard(o Outcome) {
 }
 
 // giveUp reports a final failure to the OnGiveUp hook and, when it ended
-// on an error, returns the error RoundTrip returns.
-func (r *roundTrip) giveUp(attempts int, class Class, resp *http.Response, err error, stop StopReason) error {
+// on an error, returns the error RoundTrip returns. n is the number of the
+// attempt whose outcome the event reports, the last (with copies of
+// hedged attempts, not always the last sent); 0 before the first.
+func (r *roundTrip) giveUp(n int, class Class, resp *http.Response, err error, stop StopReason) error {
 	r.end, r.reason = class, stop
 	if h := r.s.onGiveUp; h != nil {
-		h(r.event(attempts, class, resp, err, 0, false, stop))
+		h(r.event(n, class, resp, err, 0, false, stop))
 	}
 	if err == nil {
 		return nil
 	}
-	return &Error{Attempts: attempts, Reason: stop, Err: err, RetryAt: r.retryAt}
+	return &Error{Attempts: r.sent, Reason: stop, Err: err, RetryAt: r.retryAt}
 }
 
 func (r *roundTrip) event(attempt int, class Class, resp *http.Response, err error, delay time.Duration, fromServer bool, stop StopReason) Event {

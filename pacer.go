@@ -104,10 +104,10 @@ func (r *roundTrip) awaitTurn(ctx context.Context) (stopped bool, resp *http.Res
 		r.retryAt = r.s.now().Add(late.Wait)
 	}
 	if last := r.kept; last != nil && stop == StopDeadline {
-		r.giveUp(r.sent, r.end, last, nil, stop)
+		r.giveUp(r.tookOf, r.end, last, nil, stop)
 		return true, r.ended(last, r.sent, stop), nil
 	}
-	return true, nil, r.giveUp(r.sent, r.end, nil, err, stop)
+	return true, nil, r.giveUp(r.tookOf, r.end, nil, err, stop)
 }
 
 // pace waits for the Pacer's turn before an attempt, after its backoff.
