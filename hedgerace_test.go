@@ -50,7 +50,10 @@ func TestHedgeAllCopiesFailThenRetry(t *testing.T) {
 	pacer := &signallingPacer{throttled: third, after: 3}
 	base := byAttempt{
 		func(req *http.Request) (*http.Response, error) { <-second; return answerWith(req, 503, &closed), nil },
-		func(req *http.Request) (*http.Response, error) { defer close(second); return answerWith(req, 503, &closed), nil },
+		func(req *http.Request) (*http.Response, error) {
+			defer close(second)
+			return answerWith(req, 503, &closed), nil
+		},
 		// Answers once the race has heard its copy's 503, the third.
 		func(req *http.Request) (*http.Response, error) { <-third; return answerWith(req, 200, &closed), nil },
 		func(req *http.Request) (*http.Response, error) { return answerWith(req, 503, &closed), nil },

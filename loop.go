@@ -45,11 +45,11 @@ type roundTrip struct {
 	waited time.Duration // time spent between attempts: backoff, server waits, pacing
 	took   time.Duration // how long attempt tookOf took
 	tookOf int           // the number of the last outcome's attempt; 0 before the first
-	sent   int        // attempts handed to the base transport, copies included
-	hedged int        // copies of attempts sent (see Hedge)
-	won    bool       // the response returned is a copy's
-	end    Class      // the last outcome's class; Unsent before the first
-	reason StopReason // why no further attempt was made; StopNone on success
+	sent   int           // attempts handed to the base transport, copies included
+	hedged int           // copies of attempts sent (see Hedge)
+	won    bool          // the response returned is a copy's
+	end    Class         // the last outcome's class; Unsent before the first
+	reason StopReason    // why no further attempt was made; StopNone on success
 	// retryAt is when another call makes sense, set where the call stops
 	// on a wait it will not sleep; zero otherwise.
 	retryAt time.Time
