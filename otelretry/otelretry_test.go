@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/retrytest"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
 )
 
@@ -111,14 +113,7 @@ func TestNewRecordsRetries(t *testing.T) {
 	rt := New(nil, retry.WithBackoff(retry.Constant{Base: time.Millisecond}),
 		retry.WithOnRetry(RecordRetry(func(retry.Event) { seen++ })))
 	defer rt.CloseIdleConnections()
-	ctx, span := tp.Tracer("test").Start(context.Background(), "call")
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	span.End()
+	callInSpan(t, tp, rt, srv.URL)
 	if seen != 1 {
 		t.Errorf("the chained hook saw %d retries; want 1", seen)
 	}
@@ -147,16 +142,10 @@ func TestNewRecordsHedges(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer tp.Shutdown(context.Background())
 	rt := retry.New(Attempts(nil, otelhttp.WithTracerProvider(tp)), retry.WithOnHedge(RecordHedge(nil)),
-		retry.WithHedge(retry.Hedge{Delay: time.Millisecond}), retry.WithAttemptHeader("X-Attempt"))
+		retry.WithHedge(retry.Hedge{Delay: time.Millisecond}), retry.WithAttemptHeader("X-Attempt"),
+		retry.WithClock(retrytest.NewClock(time.Now()))) // the copy goes at once
 	defer rt.CloseIdleConnections()
-	ctx, span := tp.Tracer("test").Start(context.Background(), "call")
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	span.End()
+	callInSpan(t, tp, rt, srv.URL)
 	spans := exp.GetSpans()
 	if len(spans) != 3 {
 		t.Fatalf("%d spans; want 3 (the call, the attempt and its copy)", len(spans))
@@ -168,4 +157,21 @@ func TestNewRecordsHedges(t *testing.T) {
 	if v, _ := attr(call.Events[0].Attributes, "retry.attempt"); v.AsInt64() != 2 {
 		t.Errorf("the hedge event's attempt is %v; want 2", v)
 	}
+}
+
+// callInSpan sends a GET of url through rt inside a span named "call" of
+// tp, and ends the span once the response is closed.
+func callInSpan(t *testing.T, tp trace.TracerProvider, rt http.RoundTripper, url string) {
+	t.Helper()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "call")
+	defer span.End()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 }
