@@ -2,6 +2,7 @@ package pace
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -44,4 +45,33 @@ func BenchmarkIdleTurn(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkNewKeyOverMaxKeys is a new key's attempt while more keys than
+// MaxKeys are in use (2,000 against 1,000): the sweeps its arrival may
+// start find every key in use.
+func BenchmarkNewKeyOverMaxKeys(b *testing.B) {
+	p := &Pacer{MaxKeys: 1000, InitialWindow: -1}
+	var turns []retry.Turn
+	for i := range 2000 {
+		req, _ := newHostRequest(fmt.Sprintf("busy%d.example", i))
+		turn, err := p.Wait(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		turns = append(turns, turn)
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		req, _ := newHostRequest(fmt.Sprintf("h%d.example", i))
+		turn, err := p.Wait(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		turn.Done(okFeedback)
+	}
+	b.StopTimer()
+	for _, turn := range turns {
+		turn.Done(okFeedback)
+	}
 }

@@ -39,6 +39,13 @@ type keyTable struct {
 	// the last sweep began, under sweeping.
 	sweeping  sync.Mutex
 	lastSweep time.Time
+	// inUse is how many keys the last sweep left because they were in
+	// use, when that kept the table above MaxKeys; 0 otherwise. Under
+	// sweeping. Until the table grows a quarter of MaxKeys past it, a
+	// sweep would find the same keys in use: without it, every new key
+	// swept the whole table while more keys than MaxKeys were in use.
+	inUse  int64
+	sweeps int // for the tests
 }
 
 // use is a key's bookkeeping for the table: whether it is in use, and
@@ -147,12 +154,20 @@ func (t *keyTable) added(p *Pacer, now time.Time) {
 		return
 	}
 	defer t.sweeping.Unlock()
-	over := n > p.maxKeys()
+	limit := p.maxKeys()
+	// Over the limit; and, when keys in use kept the last sweep above
+	// it, grown a quarter of the limit since.
+	over := n > limit && n >= t.inUse+max(limit/4, 1)
 	if !over && !t.lastSweep.IsZero() && now.Sub(t.lastSweep) < sweepEvery {
 		return
 	}
 	t.lastSweep = now
-	t.sweep(now, p.maxKeys())
+	t.sweeps++
+	t.sweep(now, limit)
+	t.inUse = 0
+	if left := t.count.Load(); left > limit {
+		t.inUse = left
+	}
 }
 
 // sweep forgets the keys unused for keyIdleAge, then, while the table

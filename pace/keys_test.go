@@ -205,3 +205,29 @@ func TestNewKeyWhileAllInUse(t *testing.T) {
 	assert.LessOrEqual(t, keys(p), 2, "once not in use, they are forgotten")
 	assert.True(t, remembers(p, "next.example"))
 }
+
+// While more keys than MaxKeys are in use, a sweep finds them all again:
+// the table is swept once it has grown a quarter of MaxKeys past them, not
+// on every new key, and stays within that.
+func TestSweepsAmortizedWhileOverMaxKeys(t *testing.T) {
+	const limit, inUse, added = 100, 150, 500
+	p := &Pacer{MaxKeys: limit, InitialWindow: -1}
+	var turns []retry.Turn
+	for i := range inUse {
+		req, err := newHostRequest(fmt.Sprintf("busy%d.example", i))
+		require.NoError(t, err)
+		turn, err := p.Wait(context.Background(), req)
+		require.NoError(t, err)
+		turns = append(turns, turn)
+	}
+	before := p.keys.sweeps
+	for i := range added {
+		attempt(t, p, fmt.Sprintf("h%d.example", i), okFeedback)
+		require.LessOrEqual(t, keys(p), inUse+limit/4, "keys after h%d", i)
+	}
+	sweeps := p.keys.sweeps - before
+	assert.LessOrEqual(t, sweeps, added/(limit/4)+1, "sweeps for %d new keys", added)
+	for _, turn := range turns {
+		turn.Done(okFeedback)
+	}
+}

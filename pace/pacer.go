@@ -142,7 +142,9 @@ type Pacer struct {
 	// the longest unused go first, those that never engaged before those
 	// that did; a forgotten key that comes back starts afresh, in slow
 	// start. So a crawler, a webhook dispatcher or a Key per tenant holds
-	// a bounded table.
+	// a bounded table. Keys in use are never forgotten: while more than
+	// MaxKeys are, the table is looked through again once it has grown a
+	// quarter of MaxKeys past them, not for every new key.
 	MaxKeys int
 
 	keys keyTable
