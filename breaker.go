@@ -87,3 +87,12 @@ func (r *roundTrip) trip(circuit Turn, o Outcome, c Class) {
 	}
 	circuit.Done(f)
 }
+
+// report tells the turns of an attempt, the Pacer's and the Breaker's
+// (either nil), of its outcome o, of class c.
+func (r *roundTrip) report(turn, circuit Turn, o Outcome, c Class) {
+	if turn != nil {
+		turn.Done(r.feedback(o, c))
+	}
+	r.trip(circuit, o, c)
+}

@@ -36,10 +36,11 @@ type Hedge struct {
 	Delay time.Duration
 
 	// Percentile, if not zero, takes the delay from the latencies of the
-	// host's latest answers (up to 64): their Percentile-th percentile,
-	// 0 < Percentile < 100, once the host has given 16 answers, and never
-	// shorter than Delay, which is the delay until then. 95 hedges about
-	// one attempt in twenty.
+	// host's latest attempts (up to 64, answered or failed; a copy
+	// cancelled counts the time it ran): their Percentile-th percentile,
+	// 0 < Percentile < 100, once 16 are known, and never shorter than
+	// Delay, which is the delay until then. 95 hedges about one attempt
+	// in twenty, where the host's 95th percentile is above Delay.
 	Percentile float64
 
 	// MaxHedges is the most copies sent of one attempt. Zero means 1.

@@ -27,12 +27,13 @@ const (
 	maxLatencyHosts = 1024
 )
 
-// latencies is the latency window of each host. It is safe for concurrent
+// latencies is the latency window of each host: of every attempt that
+// returned, answered or failed, and of every copy cancelled (the time it
+// ran, a bound below its latency). It is safe for concurrent
 // use. Its zero value is empty and ready.
 type latencies struct {
-	mu      sync.Mutex
-	hosts   map[string]*latencyRing
-	scratch [latencyWindow]time.Duration // where compute sorts, under mu
+	mu    sync.Mutex
+	hosts map[string]*latencyRing
 }
 
 // latencyRing is one host's latest latencies and the percentile last
@@ -79,17 +80,17 @@ func (l *latencies) percentile(host string, p float64) (time.Duration, bool) {
 		return 0, false
 	}
 	if r.keptAt == 0 || r.pct != p || r.n-r.keptAt >= latencyRecompute {
-		r.kept, r.pct, r.keptAt = r.compute(p, &l.scratch), p, r.n
+		r.kept, r.pct, r.keptAt = r.compute(p), p, r.n
 	}
 	return r.kept, true
 }
 
 // compute returns the p-th percentile of the window by the nearest-rank
 // method: the smallest latency at least p percent of the window reach.
-func (r *latencyRing) compute(p float64, scratch *[latencyWindow]time.Duration) time.Duration {
+func (r *latencyRing) compute(p float64) time.Duration {
 	k := min(r.n, latencyWindow)
-	s := scratch[:k]
-	copy(s, r.samples[:k])
+	sorted := r.samples // a copy, on the stack
+	s := sorted[:k]
 	slices.Sort(s)
 	rank := int(math.Ceil(p / 100 * float64(k)))
 	return s[min(max(rank, 1), k)-1]
