@@ -62,7 +62,7 @@ func simClients(t *testing.T, p *Pacer, srv *simServer, clients, n int, rtt time
 		heap.Push(q, simEvent{at: pacerEpoch, kind: simWant})
 	}
 	send := func(at time.Time, gen uint64, tries int) {
-		s.meter.sent.Add(1)
+		s.sent.Add(1)
 		heap.Push(q, simEvent{at: at.Add(rtt), kind: simAnswer, class: srv.answer(at), gen: gen, tries: tries})
 	}
 	for done := 0; done < n; {
@@ -134,7 +134,7 @@ func TestPacerColdStartAgainstABurst(t *testing.T) {
 func TestAcceptedRateAfterTheBucketEmptied(t *testing.T) {
 	s := &keyState{}
 	s.meter.bucket = pacerEpoch
-	s.meter.ok.Store(11) // a burst's, accepted at once
+	s.meter.ok = 11 // a burst's, accepted at once
 	now := pacerEpoch.Add(10 * time.Millisecond)
 	assert.InDelta(t, 1100, s.acceptedRate(now), 1e-6, "11 in 10 ms")
 	s.meter.drain(now)
@@ -142,7 +142,7 @@ func TestAcceptedRateAfterTheBucketEmptied(t *testing.T) {
 	s.meter.drainedRefused = 30
 	later := now.Add(40 * time.Millisecond)
 	assert.InDelta(t, 200, s.acceptedRate(later), 1e-6, "fewer than 8 since: at most 8 in 40 ms")
-	s.meter.ok.Store(20)
+	s.meter.ok = 20
 	s.meter.drainedOK = 9
 	assert.InDelta(t, 225, s.acceptedRate(later), 1e-6, "9 in 40 ms, not 20 in 50")
 	s.meter.drainedOK = 10

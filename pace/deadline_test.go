@@ -22,9 +22,7 @@ func TestRefusedWaitsTakeNoTurn(t *testing.T) {
 	p := &Pacer{now: func() time.Time { return now }}
 	req := hostRequest(t, "api.example")
 	s := p.state(req)
-	s.mu.Lock()
-	s.setRate(10, p.minRate()) // engaged: turns 100 ms apart
-	s.mu.Unlock()
+	s.change(func(s *keyState) { s.setRate(10, s.cfg.minRate) }) // engaged: turns 100 ms apart
 	first, res := s.reserveAt(now)
 	require.NotNil(t, res)
 	require.Zero(t, first)
@@ -99,7 +97,7 @@ func TestHeldOutageWaitIsNoForecast(t *testing.T) {
 				p.observe(req, retry.Throttled, response(503), curGen(p, req), now)
 			}
 			s.mu.Lock()
-			holding := s.outage.holding
+			holding := s.st.mode == modeHeld
 			s.mu.Unlock()
 			require.True(t, holding, "refused from the first attempt on, the rate is held")
 			// Turns for the next 10 s are taken.
@@ -111,7 +109,7 @@ func TestHeldOutageWaitIsNoForecast(t *testing.T) {
 			}
 			ctx, cancel := context.WithDeadline(context.Background(), now.Add(5*time.Second))
 			defer cancel()
-			d, res, ok, held := s.reserveBy(ctx, now)
+			d, res, ok, held := s.reserve(ctx, now)
 			require.False(t, ok, "the turn would come past the deadline")
 			require.Nil(t, res)
 			require.NotNil(t, held, "held through an outage, the wait is no forecast")
@@ -156,9 +154,7 @@ func TestOutageAfterSuccessesRefusesPastDeadline(t *testing.T) {
 	p := &Pacer{InitialWindow: -1, now: func() time.Time { return now }}
 	req := hostRequest(t, "api.example")
 	s := p.state(req)
-	s.mu.Lock()
-	s.setRate(1, p.minRate()) // engaged: turns a second apart
-	s.mu.Unlock()
+	s.change(func(s *keyState) { s.setRate(1, s.cfg.minRate) }) // engaged: turns a second apart
 	for range 20 {
 		p.reserve(req, now)
 	}

@@ -14,8 +14,8 @@ import (
 // ninth: taken for a burst's, the rate was measured over 10 ms, not
 // one (4,800/s against the 40,000/s sent), and the test of shedding ran
 // there; the run took 180 to 420 ms where it takes 20 without a Pacer,
-// in about a tenth of the simulated runs. A burst's refusals soon pass shedMaxShare of the
-// answers, and engage the key as before. The caller holds s.mu.
+// in about a tenth of the simulated runs. A burst's refusals soon pass
+// shedMaxShare of the answers, and engage the key as before.
 func (s *keyState) tooEarly() bool {
 	share, read := s.meter.answeredShare()
 	return !read && share <= shedMaxShare
@@ -47,22 +47,18 @@ func (s *keyState) tooEarly() bool {
 // rate they later did while their connections were dialled, and the test
 // ran there). The sum counts from where the key last went idle, and a
 // success after a long calm holds it at zero: a limit reached after it,
-// a fixed window's quota spent, is weighed from its first refusal. The
-// caller holds s.mu.
+// a fixed window's quota spent, is weighed from its first refusal.
 func (s *keyState) suspect() bool {
-	// One load: a success counted between two would never be weighed.
-	ok := s.meter.ok.Load()
-	s.meter.weigh(ok - s.meter.suspectOK)
-	s.meter.suspectOK = ok
+	s.meter.weigh(s.meter.ok - s.meter.suspectOK)
+	s.meter.suspectOK = s.meter.ok
 	s.meter.suspicion += math.Log(engageHigh / engageLow)
 	return s.meter.suspicion >= engageAlarm
 }
 
 // idle returns the key to not engaged: the turns handed out are void, and
-// the rate, its curve and the chain of cuts are forgotten. The caller
-// holds s.mu.
+// the rate, its curve and the chain of cuts are forgotten.
 func (s *keyState) idle() {
-	s.engaged.Store(false)
+	s.mode = modeIdle
 	s.void()
 	s.sched.next, s.rate.fill, s.sched.interval = time.Time{}, 0, 0
 	s.rate.lastMax, s.rate.cutTo, s.rate.window, s.sched.granted = 0, 0, 0, 0

@@ -70,18 +70,19 @@ func (tr *simTrace) turn(at time.Time, d time.Duration, res *reservation) {
 
 // answer records an answer of class at at, to an attempt paced at gen,
 // and the state it left s in.
-func (tr *simTrace) answer(s *keyState, at time.Time, class retry.Class, gen uint64) {
+func (tr *simTrace) answer(e *entry, at time.Time, class retry.Class, gen uint64) {
 	if tr == nil {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := &e.st
 	var paused int64
 	if !s.sched.paused.IsZero() {
 		paused = int64(s.sched.paused.Sub(pacerEpoch))
 	}
 	tr.add(fmt.Sprintf("A %d %d %d %x %t %d %d %t", at.Sub(pacerEpoch), class, gen,
-		math.Float64bits(s.rate.fill), s.engaged.Load(), s.sched.gen, paused, s.outage.holding))
+		math.Float64bits(s.rate.fill), s.engaged(), s.sched.gen, paused, s.mode == modeHeld))
 }
 
 func (tr *simTrace) sum() string { return fmt.Sprintf("%x", tr.h.Sum(nil)[:12]) }

@@ -33,7 +33,7 @@ const (
 // keyTable is the Pacer's map of keys to their states, with the
 // bookkeeping that bounds it.
 type keyTable struct {
-	m     sync.Map     // key string -> *keyState
+	m     sync.Map     // key string -> *entry
 	count atomic.Int64 // keys in m
 	// sweeping is held by the one goroutine sweeping; lastSweep is when
 	// the last sweep began, under sweeping.
@@ -77,53 +77,49 @@ func (p *Pacer) maxKeys() int64 {
 	return defaultMaxKeys
 }
 
-// state returns req's key's state, made on first use.
-func (p *Pacer) state(req *http.Request) *keyState {
+// state returns req's key's entry, made on first use.
+func (p *Pacer) state(req *http.Request) *entry {
 	s, _ := p.lookup(p.key(req), false)
 	return s
 }
 
-// acquire returns req's key's state, counting the attempt in its use
+// acquire returns req's key's entry, counting the attempt in its use
 // until finish.
-func (p *Pacer) acquire(req *http.Request) *keyState {
+func (p *Pacer) acquire(req *http.Request) *entry {
 	key := p.key(req)
 	for {
 		s, made := p.lookup(key, true)
 		if made {
 			return s
 		}
-		s.meter.active.Add(1)
+		s.active.Add(1)
 		if !s.use.forgotten.Load() {
 			return s
 		}
 		// Dropped from the table between the lookup and the count: the
 		// table holds a new state for the key, or will on the next
 		// lookup.
-		s.meter.active.Add(-1)
+		s.active.Add(-1)
 	}
 }
 
-// lookup returns key's state, and whether this call made it. A state made
-// for an attempt (inUse) is stored with the attempt counted, so that the
-// sweep its arrival may start never forgets it.
-func (p *Pacer) lookup(key string, inUse bool) (*keyState, bool) {
+// lookup returns key's entry, and whether this call made it. An entry
+// made for an attempt (inUse) is stored with the attempt counted, so that
+// the sweep its arrival may start never forgets it.
+func (p *Pacer) lookup(key string, inUse bool) (*entry, bool) {
 	if s, ok := p.keys.m.Load(key); ok {
-		return s.(*keyState), false
+		return s.(*entry), false
 	}
 	now := p.clock()
-	fresh := &keyState{p: p}
+	fresh := &entry{p: p, st: newKeyState(p.config())}
 	fresh.use.born = now
-	fresh.meter.suspicion = coldSuspicion
-	if w := p.initialWindow(); w > 0 {
-		fresh.start.slots = w
-		fresh.start.slow.Store(true)
-	}
+	fresh.slow.Store(fresh.st.mode == modeSlowStart)
 	if inUse {
-		fresh.meter.active.Store(1)
+		fresh.active.Store(1)
 	}
 	s, loaded := p.keys.m.LoadOrStore(key, fresh)
 	if loaded {
-		return s.(*keyState), false
+		return s.(*entry), false
 	}
 	p.keys.added(p, now)
 	return fresh, inUse
@@ -131,18 +127,18 @@ func (p *Pacer) lookup(key string, inUse bool) (*keyState, bool) {
 
 // since returns t in nanoseconds after s was made: a monotonic reading
 // when both times have one, as the real clock's do.
-func (s *keyState) since(t time.Time) int64 { return int64(t.Sub(s.use.born)) }
+func (s *entry) since(t time.Time) int64 { return int64(t.Sub(s.use.born)) }
 
 // finish ends the use that acquire began, at now: the key was last used
 // when its last attempt ended.
-func (s *keyState) finish(now time.Time) {
+func (s *entry) finish(now time.Time) {
 	// Stored at most once per lastGrain: a store on every answer would
 	// keep the cache line of the fast path's loads (engaged) moving
 	// between the cores.
 	if at := s.since(now); at-s.use.last.Load() >= int64(lastGrain) {
 		s.use.last.Store(at)
 	}
-	s.meter.active.Add(-1)
+	s.active.Add(-1)
 }
 
 // added counts a new key, and sweeps the table when it holds too many
@@ -177,14 +173,14 @@ func (t *keyTable) added(p *Pacer, now time.Time) {
 func (t *keyTable) sweep(now time.Time, limit int64) {
 	type idle struct {
 		key     any
-		s       *keyState
+		s       *entry
 		unused  time.Duration
 		engaged bool
 	}
 	var candidates []idle
 	t.m.Range(func(k, v any) bool {
-		s := v.(*keyState)
-		if s.meter.active.Load() != 0 {
+		s := v.(*entry)
+		if s.active.Load() != 0 {
 			return true
 		}
 		unused := now.Sub(s.use.born) - time.Duration(s.use.last.Load())
@@ -220,9 +216,9 @@ func (t *keyTable) sweep(now time.Time, limit int64) {
 // attempt counts itself in active before it reads forgotten, and forget
 // sets forgotten before it reads active again, so one of the two sees
 // the other: the key is kept, or the attempt looks it up again.
-func (t *keyTable) forget(k any, s *keyState) {
+func (t *keyTable) forget(k any, s *entry) {
 	s.use.forgotten.Store(true)
-	if s.meter.active.Load() != 0 {
+	if s.active.Load() != 0 {
 		s.use.forgotten.Store(false)
 		return
 	}
@@ -236,8 +232,9 @@ func (t *keyTable) forget(k any, s *keyState) {
 
 // dropped releases what a forgotten key holds: the timer of its slow
 // start. The caller holds s.mu.
-func (s *keyState) dropped() {
-	if s.start.stopLimit != nil {
-		s.start.stopLimit()
+func (s *entry) dropped() {
+	if s.stopLimit != nil {
+		s.stopLimit()
+		s.stopLimit = nil
 	}
 }

@@ -104,7 +104,7 @@ func TestForgottenKeyStartsAfresh(t *testing.T) {
 	assert.False(t, engaged)
 	req, err := newHostRequest("api.example")
 	require.NoError(t, err)
-	assert.True(t, p.state(req).start.slow.Load(), "in slow start")
+	assert.True(t, p.state(req).slow.Load(), "in slow start")
 }
 
 // TestOverMaxKeysEngagedLast: beyond MaxKeys, the keys that never engaged
@@ -145,7 +145,7 @@ func TestForgetRacesNoAttempt(t *testing.T) {
 					return
 				}
 				s := turnState(turn)
-				if v, ok := p.keys.m.Load(host); !ok || v.(*keyState) != s {
+				if v, ok := p.keys.m.Load(host); !ok || v.(*entry) != s {
 					t.Errorf("%s: an attempt in flight on a state the table does not hold", host)
 				}
 				turn.Done(okFeedback)
@@ -156,12 +156,12 @@ func TestForgetRacesNoAttempt(t *testing.T) {
 	assert.Equal(t, int64(keys(p)), p.keys.count.Load(), "the table's count")
 }
 
-func turnState(t retry.Turn) *keyState {
+func turnState(t retry.Turn) *entry {
 	switch t := t.(type) {
 	case *turn:
 		return t.s
 	case *idleTurn:
-		return (*keyState)(t)
+		return (*entry)(t)
 	}
 	panic(fmt.Sprintf("turn of type %T", t))
 }

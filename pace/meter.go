@@ -2,31 +2,17 @@ package pace
 
 import (
 	"math"
-	"sync/atomic"
 	"time"
 )
 
 // meter measures the rates the key is sent and accepted at, in buckets of
-// bucketWidth. Its atomics are counted without the lock.
+// bucketWidth.
 type meter struct {
-	okOnce atomic.Bool  // a success has been seen
-	sent   atomic.Int64 // attempts sent in the current bucket
-	// active counts the attempts between Wait and their turn's Done or
-	// Abandon, waits included: the key table never forgets a key with
-	// any (see keyTable). It sits beside sent and ok, which the same
-	// attempt writes just after and just before it, to share their cache
-	// line.
-	active     atomic.Int64
-	sentBefore int64        // attempts sent in the buckets before it, under s.mu
-	ok         atomic.Int64 // successes in the current bucket
-	// bucketEnd is when the current bucket ends (0: none yet), for the
-	// lock-free fast path: in nanoseconds after the key was made (see
-	// keyState.since), a monotonic reading, as every other comparison of
-	// times here is, so that a step of the wall clock cannot hold the
-	// bucket open.
-	bucketEnd atomic.Int64
-
-	refused int64 // throttles in the current bucket
+	okOnce     bool  // a success has been seen
+	sent       int64 // attempts sent in the current bucket
+	sentBefore int64 // attempts sent in the buckets before it
+	ok         int64 // successes in the current bucket
+	refused    int64 // throttles in the current bucket
 	// lastOK and lastRefused are the successes and throttles of the
 	// bucket before.
 	lastOK, lastRefused int64
@@ -47,42 +33,58 @@ type meter struct {
 	suspectOK int64
 }
 
-// sends returns the attempts the key has sent since it was created. The
-// caller holds s.mu.
-func (m *meter) sends() int64 { return m.sentBefore + m.sent.Load() }
+// count adds the attempts sent and the successes counted without the
+// lock (see entry).
+func (m *meter) count(sent, ok int64) {
+	m.sent += sent
+	if ok > 0 {
+		m.ok += ok
+		m.okOnce = true
+	}
+}
+
+// sends returns the attempts the key has sent since it was created.
+func (m *meter) sends() int64 { return m.sentBefore + m.sent }
 
 // bucketRate returns the rate of the attempts sent in the current bucket,
 // over the time since it began or floor, whichever is longer: the sending
-// rate before a whole bucket is measured. The caller holds s.mu.
+// rate before a whole bucket is measured.
 func (m *meter) bucketRate(now time.Time, floor time.Duration) float64 {
-	return float64(m.sent.Load()) / max(now.Sub(m.bucket), floor).Seconds()
+	return float64(m.sent) / max(now.Sub(m.bucket), floor).Seconds()
 }
 
 // answeredShare returns the share of the current bucket's answers
 // refused, and whether it reads the share of the attempts sent: whether
 // the server has answered a quarter of them or more. A burst that it
 // answers far slower than it was sent says less of the share than of the
-// server's capacity. The caller holds s.mu.
+// server's capacity.
 func (m *meter) answeredShare() (share float64, read bool) {
 	refused := float64(m.refused)
-	answered := refused + float64(m.ok.Load())
+	answered := refused + float64(m.ok)
 	if answered == 0 {
 		return 0, false
 	}
-	return refused / answered, 4*answered >= float64(m.sent.Load())
+	return refused / answered, 4*answered >= float64(m.sent)
 }
 
 // takeSent ends the current bucket's count of attempts sent, adding it to
-// sentBefore, and returns it. The caller holds s.mu.
+// sentBefore, and returns it.
 func (m *meter) takeSent() int64 {
-	n := m.sent.Swap(0)
+	n := m.sent
+	m.sent = 0
 	m.sentBefore += n
 	return n
 }
 
+// takeOK ends the current bucket's count of successes, and returns it.
+func (m *meter) takeOK() int64 {
+	n := m.ok
+	m.ok = 0
+	return n
+}
+
 // weigh folds okN successes into the idle key's CUSUM: each takes the
-// same away, and the sum stops at zero, so that they count at once. The
-// caller holds s.mu.
+// same away, and the sum stops at zero, so that they count at once.
 func (m *meter) weigh(okN int64) {
 	if okN > 0 {
 		m.suspicion = max(0, m.suspicion+float64(okN)*math.Log((1-engageHigh)/(1-engageLow)))
@@ -94,12 +96,11 @@ func (m *meter) weigh(okN int64) {
 func (s *keyState) measure(now time.Time) {
 	if s.meter.bucket.IsZero() {
 		s.meter.bucket = now
-		s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
 	}
 	if elapsed := now.Sub(s.meter.bucket); elapsed >= bucketWidth {
 		sec := elapsed.Seconds()
-		okN, refused := s.meter.ok.Swap(0), s.meter.refused
-		if !s.engaged.Load() {
+		okN, refused := s.meter.takeOK(), s.meter.refused
+		if !s.engaged() {
 			s.meter.weigh(okN - s.meter.suspectOK)
 			s.shed.idleBucket(okN, refused)
 		}
@@ -108,7 +109,7 @@ func (s *keyState) measure(now time.Time) {
 		s.meter.lastOK, s.meter.lastRefused = okN, refused
 		sent, ok := float64(s.meter.takeSent())/sec, float64(okN)/sec
 		switch {
-		case elapsed >= quietTime && !s.engaged.Load():
+		case elapsed >= quietTime && !s.engaged():
 			// No answer for quietTime: the key was quiet, and what it
 			// sends next is no continuation of the rate before. Folded
 			// in, the quiet bucket pulled the rate down to a fraction of
@@ -125,8 +126,14 @@ func (s *keyState) measure(now time.Time) {
 			s.meter.accepted = ok*smoothing + s.meter.accepted*(1-smoothing)
 		}
 		s.meter.bucket = now
-		s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
 	}
+}
+
+// inBucket reports whether now falls in the current bucket: an idle key's
+// success there changes nothing but the count (see answer), and the
+// Pacer's entry counts it without the lock.
+func (m *meter) inBucket(now time.Time) bool {
+	return !m.bucket.IsZero() && now.Before(m.bucket.Add(bucketWidth))
 }
 
 // acceptedRate returns the rate of successes: the smoothed rate, or the
@@ -149,7 +156,7 @@ func (s *keyState) measure(now time.Time) {
 func (s *keyState) acceptedRate(now time.Time) float64 {
 	m := &s.meter
 	c := m.accepted
-	if n := m.ok.Load(); n >= minSamples {
+	if n := m.ok; n >= minSamples {
 		c = max(c, float64(n)/max(now.Sub(m.bucket), minElapsed).Seconds())
 	}
 	if e := now.Sub(m.drained); !m.drained.IsZero() && e > 0 && e < drainWindow &&
@@ -163,7 +170,7 @@ func (s *keyState) acceptedRate(now time.Time) float64 {
 }
 
 // drain notes the key's first throttle since it was idle: the server's
-// bucket is empty (see acceptedRate). The caller holds s.mu.
+// bucket is empty (see acceptedRate).
 func (m *meter) drain(now time.Time) {
 	m.drained, m.drainedOK, m.drainedRefused = now, 0, 0
 }

@@ -11,10 +11,6 @@ type outage struct {
 	lastOK      time.Time // the last success (or engaging), engaged
 	cutsSinceOK int       // cuts since then
 	base        float64   // the rate the first of them set
-	holding     bool      // the rate is held at outageShare of base
-	// unheld is closed when the hold ends, for the attempts that wait
-	// for it (see reserveBy); nil while none does.
-	unheld chan struct{}
 	// streakAccepted and streakAfterOK are the smoothed accepted rate and
 	// meter.okOnce when the streak of cuts began.
 	streakAccepted float64
@@ -31,7 +27,7 @@ type outage struct {
 // silenceOver reports whether a success ends a silence: silenceRefusals
 // refusals or more in a row, silenceCuts of them cuts or more. Not while
 // a test of shedding is under way: its stage holds the rate (see
-// testSuccess). The caller holds s.mu.
+// testSuccess).
 func (s *keyState) silenceOver() bool {
 	return s.outage.cutsSinceOK >= silenceCuts && s.outage.refusedSinceOK >= silenceRefusals && !s.shed.testing(s)
 }
@@ -52,7 +48,7 @@ func (s *keyState) silenceOver() bool {
 // token bucket with a burst of N-1 refilled once in as long; a bucket's
 // next silence, one success long, counts too few successes (minSamples)
 // to resume from, and its cuts go on. An outage's end is outageOver's:
-// the key starts again. The caller holds s.mu.
+// the key starts again.
 func (s *keyState) resume(now time.Time, adapt Adapt, minRate float64) {
 	d, ok := now.Sub(s.outage.cycleStart).Seconds(), s.outage.cycleOK
 	s.outage.cycleStart, s.outage.cycleOK = now, 0
@@ -96,37 +92,35 @@ func (s *keyState) outageOver(now time.Time) bool {
 // restart forgets what the key learned: after an outage (or a quota spent
 // for a while), the rate it was cut to says nothing about the server that
 // answers again, and growing back from it would take minutes. The key
-// starts afresh, in slow start, as a new one would. The caller holds s.mu.
+// starts afresh, in slow start, as a new one would.
 func (s *keyState) restart(now time.Time, initialWindow int) {
 	s.idle()
 	// Rates measured in the outage are not the server's either.
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
 	s.meter.takeSent()
-	s.meter.ok.Store(1) // this success
+	s.meter.ok = 1 // this success
 	// The key has been throttled before: its first refusal now is its
 	// limit's (a storm's backlog meeting the server as it returns, after
 	// the successes of the server's burst), and engages it; no success
 	// takes away from an infinite sum.
 	s.meter.suspicion, s.meter.suspectOK = math.Inf(1), 1
 	s.meter.bucket = now
-	s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
 	if initialWindow > 0 {
 		s.start.slots = initialWindow
-		if s.start.stopLimit != nil {
-			s.start.stopLimit()
+		if s.start.armed {
+			s.fx.stopLimit = true
 		}
-		s.start.stopLimit = nil // a new time limit from the next attempt
+		s.start.armed = false // a new time limit from the next attempt
 		s.start.round++
-		s.start.slow.Store(true)
+		s.mode = modeSlowStart
 	}
 }
 
 // endHold ends the hold of the rate (see throttled), and the waits for
-// it. The caller holds s.mu.
+// it.
 func (s *keyState) endHold() {
-	s.outage.holding = false
-	if s.outage.unheld != nil {
-		close(s.outage.unheld)
-		s.outage.unheld = nil
+	if s.mode == modeHeld {
+		s.mode = modePaced
 	}
+	s.fx.unhold = true
 }

@@ -13,7 +13,6 @@ import (
 	"math"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/backoff-jitter/retry"
@@ -147,31 +146,15 @@ type Pacer struct {
 	// quarter of MaxKeys past them, not for every new key.
 	MaxKeys int
 
-	keys keyTable
+	keys    keyTable
+	cfgOnce sync.Once
+	cfg     config
 
 	// Seams for tests: the clock, the sleep, and time.AfterFunc for slow
 	// start's time limit. Nil means the real ones.
 	now       func() time.Time
 	sleep     func(ctx context.Context, d time.Duration) error
 	afterFunc func(d time.Duration, f func()) (stop func() bool)
-}
-
-// keyState is what a Pacer knows of one key, in the groups below. The
-// atomics are read without the lock on the fast path; everything else is
-// guarded by mu.
-type keyState struct {
-	p       *Pacer
-	engaged atomic.Bool // throttles (see suspect) or a spent quota engaged the Pacer
-
-	use use // the key table's bookkeeping (see keyTable)
-
-	mu     sync.Mutex
-	start  slowStart
-	sched  schedule
-	rate   rateCurve
-	meter  meter
-	outage outage
-	shed   shedding
 }
 
 // Wait returns when the next attempt of req may be sent: while req's key
@@ -193,20 +176,20 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 	return t, err
 }
 
-// wait is Wait for the key's state s.
-func (p *Pacer) wait(ctx context.Context, s *keyState) (retry.Turn, error) {
+// wait is Wait for the key's entry s.
+func (p *Pacer) wait(ctx context.Context, s *entry) (retry.Turn, error) {
 	for {
-		slot, err := p.admit(ctx, s)
+		slot, err := s.admit(ctx)
 		if err != nil {
 			return nil, err
 		}
 		if slot {
 			// In slow start: the key has not engaged, no turn to take.
-			s.meter.sent.Add(1) // the sending rate counts attempts sent, not waiting
+			s.sent.Add(1) // the sending rate counts attempts sent, not waiting
 			return &turn{s: s, slot: true}, nil
 		}
 		now := p.clock()
-		d, res, ok, held := s.reserveBy(ctx, now)
+		d, res, ok, held := s.reserve(ctx, now)
 		if !ok && held != nil {
 			// The rate is held through an outage: the wait it gives
 			// says nothing of when the server answers again. The
@@ -223,7 +206,7 @@ func (p *Pacer) wait(ctx context.Context, s *keyState) (retry.Turn, error) {
 			return nil, &retry.TurnTooLate{Wait: d}
 		}
 		if res == nil {
-			s.meter.sent.Add(1)
+			s.sent.Add(1)
 			return (*idleTurn)(s), nil // not engaged: no allocation
 		}
 		if d > 0 {
@@ -235,7 +218,7 @@ func (p *Pacer) wait(ctx context.Context, s *keyState) (retry.Turn, error) {
 				continue
 			}
 		}
-		s.meter.sent.Add(1)
+		s.sent.Add(1)
 		return &turn{s: s, gen: res.gen}, nil
 	}
 }
@@ -267,53 +250,53 @@ func (p *Pacer) clock() time.Time {
 // turn is an attempt's turn on a key that has engaged, or its slot of
 // slow start.
 type turn struct {
-	s    *keyState
+	s    *entry
 	slot bool   // holds a slot of slow start
 	gen  uint64 // the generation of the rate it was paced at; 0: not paced
 }
 
 func (t *turn) Done(f retry.Feedback) {
 	now := t.s.p.clock()
-	t.s.p.observeState(t.s, t.slot, f, t.gen, now)
+	t.s.answer(f, t.slot, t.gen, now)
 	t.s.finish(now)
 }
 
 func (t *turn) Abandon() {
 	if t.slot {
-		t.s.release(false)
+		t.s.release()
 	}
 	t.s.finish(t.s.p.clock())
 }
 
 // idleTurn is the turn of an attempt on a key that has neither engaged nor
-// is in slow start: the key's state itself, so that it costs no
+// is in slow start: the key's entry itself, so that it costs no
 // allocation.
-type idleTurn keyState
+type idleTurn entry
 
 func (t *idleTurn) Done(f retry.Feedback) {
-	s := (*keyState)(t)
+	s := (*entry)(t)
 	now := s.p.clock()
-	s.p.observeState(s, false, f, 0, now)
+	s.answer(f, false, 0, now)
 	s.finish(now)
 }
 
 func (t *idleTurn) Abandon() {
-	s := (*keyState)(t)
+	s := (*entry)(t)
 	s.finish(s.p.clock())
 }
 
-func (p *Pacer) initialWindow() int {
-	if p.InitialWindow == 0 {
-		return defaultInitialWindow
-	}
-	return p.InitialWindow
-}
-
-func (p *Pacer) minRate() float64 {
-	if p.MinRate > 0 {
-		return p.MinRate
-	}
-	return defaultMinRate
+// config returns the settings the keys decide with, read at first use.
+func (p *Pacer) config() *config {
+	p.cfgOnce.Do(func() {
+		p.cfg = config{adapt: p.Adapt, minRate: defaultMinRate, initialWindow: p.InitialWindow}
+		if p.MinRate > 0 {
+			p.cfg.minRate = p.MinRate
+		}
+		if p.InitialWindow == 0 {
+			p.cfg.initialWindow = defaultInitialWindow
+		}
+	})
+	return &p.cfg
 }
 
 // Validate reports invalid settings.
@@ -334,11 +317,11 @@ func (p *Pacer) Rate(key string) (float64, bool) {
 	if !ok {
 		return math.Inf(1), false
 	}
-	s := v.(*keyState)
+	s := v.(*entry)
 	if !s.engaged.Load() {
 		return math.Inf(1), false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.rate.fill, true
+	return s.st.rate.fill, true
 }

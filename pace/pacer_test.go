@@ -72,7 +72,7 @@ func curGen(p *Pacer, req *http.Request) uint64 {
 	s := p.state(req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.sched.gen
+	return s.st.sched.gen
 }
 
 func TestPacerIdleUntilThrottled(t *testing.T) {
@@ -449,7 +449,7 @@ func TestPacerColdOutage(t *testing.T) {
 	_, _, _, slow := slowState(s)
 	assert.True(t, slow, "the key starts afresh, in slow start")
 	s.mu.Lock()
-	assert.Zero(t, s.meter.measured)
+	assert.Zero(t, s.st.meter.measured)
 	s.mu.Unlock()
 }
 
@@ -548,7 +548,7 @@ func TestPacerQuickCutsAreNoOutage(t *testing.T) {
 // RoundTrip, for the tests that drive a Pacer directly.
 func (p *Pacer) reserve(req *http.Request, now time.Time) (time.Duration, *reservation) {
 	s := p.state(req)
-	s.meter.sent.Add(1)
+	s.sent.Add(1)
 	return s.reserveAt(now)
 }
 
@@ -597,10 +597,10 @@ func (l *fakeLimit) fire() {
 
 // admitAsync admits an attempt on another goroutine and reports the
 // outcome on the returned channel.
-func admitAsync(ctx context.Context, p *Pacer, s *keyState) <-chan error {
+func admitAsync(ctx context.Context, p *Pacer, s *entry) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		slot, err := p.admit(ctx, s)
+		slot, err := s.admit(ctx)
 		if err == nil && !slot {
 			err = errNoSlot
 		}
@@ -613,7 +613,7 @@ var errNoSlot = errors.New("admitted without a slot")
 
 // waitFor yields until cond holds under s's lock; the test's deadline
 // bounds it.
-func waitFor(t *testing.T, s *keyState, cond func() bool) {
+func waitFor(t *testing.T, s *entry, cond func() bool) {
 	t.Helper()
 	for {
 		s.mu.Lock()
@@ -626,10 +626,10 @@ func waitFor(t *testing.T, s *keyState, cond func() bool) {
 	}
 }
 
-func slowState(s *keyState) (inflight, slots, waiting int, slow bool) {
+func slowState(s *entry) (inflight, slots, waiting int, slow bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.start.inflight, s.start.slots, s.start.waiting, s.start.slow.Load()
+	return s.st.start.inflight, s.st.start.slots, s.st.start.waiting, s.st.mode == modeSlowStart
 }
 
 func TestPacerSlowStartWindow(t *testing.T) {
@@ -638,13 +638,13 @@ func TestPacerSlowStartWindow(t *testing.T) {
 	s := p.state(hostRequest(t, "api.example"))
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
-		slot, err := p.admit(ctx, s)
+		slot, err := s.admit(ctx)
 		require.NoError(t, err)
 		require.True(t, slot, "attempt %d is within the window", i+1)
 	}
 	assert.Equal(t, slowStartLimit, limit.d)
 	third, fourth := admitAsync(ctx, p, s), admitAsync(ctx, p, s)
-	waitFor(t, s, func() bool { return s.start.waiting == 2 })
+	waitFor(t, s, func() bool { return s.st.start.waiting == 2 })
 
 	// An answer gives its slot back and opens one more: both waiters go.
 	p.observeState(s, true, retry.Feedback{Class: retry.Success, Response: response(200)}, 0, pacerEpoch)
@@ -667,7 +667,7 @@ func TestPacerSlowStartWindow(t *testing.T) {
 	assert.False(t, slow)
 	assert.True(t, limit.stopped)
 	for i := 0; i < 100; i++ {
-		slot, err := p.admit(ctx, s)
+		slot, err := s.admit(ctx)
 		require.NoError(t, err)
 		require.False(t, slot)
 	}
@@ -680,21 +680,21 @@ func TestPacerSlowStartEndsOnThrottle(t *testing.T) {
 	req := hostRequest(t, "api.example")
 	s := p.state(req)
 	ctx := context.Background()
-	slot, err := p.admit(ctx, s)
+	slot, err := s.admit(ctx)
 	require.NoError(t, err)
 	require.True(t, slot)
-	s.meter.sent.Add(1)
+	s.sent.Add(1)
 	waiter := admitAsync(ctx, p, s)
-	waitFor(t, s, func() bool { return s.start.waiting == 1 })
+	waitFor(t, s, func() bool { return s.st.start.waiting == 1 })
 
 	// The first answers, refused, engage nothing (see suspect): each
 	// one's slot goes to the waiter.
 	for range coldRefusalsToEngage - 1 {
 		p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)
 		require.NoError(t, <-waiter)
-		s.meter.sent.Add(1)
+		s.sent.Add(1)
 		waiter = admitAsync(ctx, p, s)
-		waitFor(t, s, func() bool { return s.start.waiting == 1 })
+		waitFor(t, s, func() bool { return s.st.start.waiting == 1 })
 	}
 
 	p.observeState(s, true, retry.Feedback{Class: retry.Throttled, Response: response(429)}, 0, pacerEpoch)
@@ -711,11 +711,11 @@ func TestPacerSlowStartTimeLimit(t *testing.T) {
 	p := &Pacer{InitialWindow: 1, afterFunc: limit.afterFunc}
 	s := p.state(hostRequest(t, "api.example"))
 	ctx := context.Background()
-	slot, err := p.admit(ctx, s) // an attempt that never answers
+	slot, err := s.admit(ctx) // an attempt that never answers
 	require.NoError(t, err)
 	require.True(t, slot)
 	waiter := admitAsync(ctx, p, s)
-	waitFor(t, s, func() bool { return s.start.waiting == 1 })
+	waitFor(t, s, func() bool { return s.st.start.waiting == 1 })
 	limit.fire()
 	assert.ErrorIs(t, <-waiter, errNoSlot)
 	_, _, _, slow := slowState(s)
@@ -725,11 +725,11 @@ func TestPacerSlowStartTimeLimit(t *testing.T) {
 func TestPacerSlowStartCancel(t *testing.T) {
 	p := &Pacer{InitialWindow: 1, afterFunc: (&fakeLimit{}).afterFunc}
 	s := p.state(hostRequest(t, "api.example"))
-	_, err := p.admit(context.Background(), s)
+	_, err := s.admit(context.Background())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	waiter := admitAsync(ctx, p, s)
-	waitFor(t, s, func() bool { return s.start.waiting == 1 })
+	waitFor(t, s, func() bool { return s.st.start.waiting == 1 })
 	cancel()
 	assert.ErrorIs(t, <-waiter, context.Canceled)
 	inflight, _, waiting, _ := slowState(s)
@@ -741,7 +741,7 @@ func TestPacerSlowStartOff(t *testing.T) {
 	p := &Pacer{InitialWindow: -1}
 	s := p.state(hostRequest(t, "api.example"))
 	for i := 0; i < 100; i++ {
-		slot, err := p.admit(context.Background(), s)
+		slot, err := s.admit(context.Background())
 		require.NoError(t, err)
 		require.False(t, slot)
 	}
@@ -831,17 +831,15 @@ func TestRestartOutlivesTheOldTimer(t *testing.T) {
 	req := hostRequest(t, "api.example")
 	s := p.state(req)
 	ctx := context.Background()
-	slot, err := p.admit(ctx, s)
+	slot, err := s.admit(ctx)
 	require.NoError(t, err)
 	require.True(t, slot)
 	engage(t, p, req, response(429), pacerEpoch)
 	_, _, _, slow := slowState(s)
 	require.False(t, slow, "engaging ends slow start")
 
-	s.mu.Lock()
-	s.restart(pacerEpoch.Add(time.Minute), 2)
-	s.mu.Unlock()
-	slot, err = p.admit(ctx, s)
+	s.change(func(s *keyState) { s.restart(pacerEpoch.Add(time.Minute), 2) })
+	slot, err = s.admit(ctx)
 	require.NoError(t, err)
 	require.True(t, slot, "restarted in slow start")
 
@@ -851,4 +849,25 @@ func TestRestartOutlivesTheOldTimer(t *testing.T) {
 	ts.fire(t, 1)
 	_, _, _, slow = slowState(s)
 	assert.False(t, slow, "the new slow start's own limit ends it")
+}
+
+// reserveAt is reserve for an attempt with no deadline.
+func (e *entry) reserveAt(now time.Time) (time.Duration, *reservation) {
+	d, res, _, _ := e.reserve(context.Background(), now)
+	return d, res
+}
+
+// observeState is the answer f of an attempt paced at gen, at now.
+func (p *Pacer) observeState(e *entry, slot bool, f retry.Feedback, gen uint64, now time.Time) {
+	e.answer(f, slot, gen, now)
+}
+
+// change runs f on the key's state under its lock, as a step would, and
+// applies its effects: the tests set states up with it.
+func (e *entry) change(f func(s *keyState)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.st.meter.count(e.sent.Swap(0), e.ok.Swap(0))
+	f(&e.st)
+	e.apply(effects{signals: e.st.signals(), round: e.st.start.round})
 }

@@ -101,10 +101,10 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// whole bucket was measured, the attempts sent so far, over at least
 	// minElapsed (minElapsedModerate for a moderate share), estimate it.
 	base, share := s.rate.fill, 1.0
-	if !s.engaged.Load() {
+	if !s.engaged() {
 		defer s.meter.drain(now)
 		// The successes so far begin the first cycle (see resume).
-		s.outage.cycleStart, s.outage.cycleOK = s.meter.bucket, s.meter.ok.Load()
+		s.outage.cycleStart, s.outage.cycleOK = s.meter.bucket, s.meter.ok
 		s.outage.lastOK, s.outage.cutsSinceOK = now, 0 // an outage is timed from here
 		s.endHold()
 		s.outage.refusedSinceOK = 1
@@ -121,11 +121,11 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		}
 	}
 	s.shed.cut(s, base, now)
-	s.rate.learn(base, s.engaged.Load(), s.outage.cutsSinceOK == 0, now.Sub(s.rate.lastCut).Seconds(), adapt)
+	s.rate.learn(base, s.engaged(), s.outage.cutsSinceOK == 0, now.Sub(s.rate.lastCut).Seconds(), adapt)
 	if s.outage.cutsSinceOK == 0 {
 		// The first cut of a streak: what came before tells an outage's
 		// silence from a limit's pauses (see outageOver).
-		s.outage.streakAccepted, s.outage.streakAfterOK = s.meter.accepted, s.meter.okOnce.Load()
+		s.outage.streakAccepted, s.outage.streakAfterOK = s.meter.accepted, s.meter.okOnce
 	}
 	s.outage.cutsSinceOK++
 	s.void()
@@ -140,7 +140,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// refused, the rate at which it is still accepted measures it (as
 	// BBR takes the delivery rate for the bottleneck's).
 	switch c := s.acceptedRate(now); {
-	case !s.engaged.Load() && share <= shedMaxShare:
+	case !s.engaged() && share <= shedMaxShare:
 		// Few of the answers refused, and the server keeping up: the
 		// client is near the server's capacity, or refused at random
 		// (see shedding), not far above a limit. A limit is then at
@@ -155,7 +155,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// would ever be at or below the low rate, and the test would
 		// never weigh an outcome.
 		s.shed.lowRate = max(next, minRate)
-	case !s.engaged.Load() && c > 0:
+	case !s.engaged() && c > 0:
 		// The first cut goes at least that far: from the burst of a
 		// cold start, at thousands of requests a second, multiplying
 		// by 0.7 would take a dozen cuts, each paid for with a round
@@ -167,6 +167,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// cut would take seconds of cubic growth to win back.
 		next = max(next, acceptedShare*min(c, base))
 	}
+	hold := false
 	switch {
 	case s.outage.streakAfterOK:
 		// The server has accepted requests: refused now, it is over
@@ -178,10 +179,13 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// outage's, not the server's. Held here, the waiting requests
 		// keep turns within their deadlines until it answers.
 		next = outageShare * s.outage.base
-		s.outage.holding = true
+		hold = true
 	}
 	s.rate.aim(base, next, minRate, now, adapt)
 	s.setRate(next, minRate)
+	if hold {
+		s.mode = modeHeld
+	}
 	// The turns handed out at the old rate would meet refusals.
 	s.reschedule(now)
 }

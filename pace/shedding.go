@@ -71,10 +71,9 @@ type shedding struct {
 
 // count adds an outcome to the chain's tallies: every outcome while the
 // key is engaged, since the last cut, and those of attempts paced at the
-// rate in force, by whether it is above the chain's low rate. The caller
-// holds s.mu.
+// rate in force, by whether it is above the chain's low rate.
 func (sh *shedding) count(s *keyState, refused bool, gen uint64) {
-	if !s.engaged.Load() {
+	if !s.engaged() {
 		return
 	}
 	k := 0
@@ -102,15 +101,14 @@ func (sh *shedding) count(s *keyState, refused bool, gen uint64) {
 // outcomes before its low rate to test against begins again at this cut,
 // keeping them; one refused too often before it to test anything begins
 // again from the outcomes at its low rate, or afresh.
-// The caller holds s.mu.
 func (sh *shedding) cut(s *keyState, base float64, now time.Time) {
 	switch {
 	case base <= 0:
 	case sh.chainRate == 0:
 		n, k := sh.epN, sh.epK
-		if !s.engaged.Load() {
+		if !s.engaged() {
 			k = int(s.meter.refused)
-			n = int(s.meter.ok.Load()) + k
+			n = int(s.meter.ok) + k
 			sh.origin = base
 		}
 		sh.begin(s, now, base, n, k, false)
@@ -133,7 +131,7 @@ func (sh *shedding) cut(s *keyState, base float64, now time.Time) {
 
 // begin (re)starts the chain at a cut from rate base at time now, with n
 // outcomes and k refusals before it; limit says it begins after a
-// limit's (see shedding.limit). The caller holds s.mu.
+// limit's (see shedding.limit).
 func (sh *shedding) begin(s *keyState, now time.Time, base float64, n, k int, limit bool) {
 	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = base, s.sched.gen, 0, limit
 	sh.at, sh.atSent = now, s.meter.sends()
@@ -190,14 +188,13 @@ func (sh *shedding) endChain() {
 // that share (twice it, or halfway from it to all, whichever is less,
 // and three standard deviations).
 // Such a throttle neither engages the key nor cuts its rate: a limit's
-// refusals grow with the rate until they are well above it. The caller
-// holds s.mu.
+// refusals grow with the rate until they are well above it.
 func (sh *shedding) noise(s *keyState) bool {
 	if sh.share == 0 {
 		return false
 	}
 	k := float64(s.meter.refused + s.meter.lastRefused)
-	n := k + float64(s.meter.ok.Load()+s.meter.lastOK)
+	n := k + float64(s.meter.ok+s.meter.lastOK)
 	mean := n * sh.share
 	// Twice the share, at most halfway to every answer refused: with a
 	// share of half or more found, twice it is every answer, and no

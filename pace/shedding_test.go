@@ -318,9 +318,7 @@ func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 			p.reserve(req, pacerEpoch)
 			p.observe(req, retry.Success, response(200), 0, pacerEpoch)
 		}
-		s.mu.Lock()
-		s.restart(pacerEpoch, 10)
-		s.mu.Unlock()
+		s.change(func(s *keyState) { s.restart(pacerEpoch, 10) })
 		for i := 0; i < 20; i++ { // the server's burst, accepted
 			p.reserve(req, pacerEpoch)
 			p.observe(req, retry.Success, response(200), 0, pacerEpoch)
@@ -362,14 +360,14 @@ func TestPacerModerateFirstCut(t *testing.T) {
 	share := float64(refusalsToEngage) / float64(40+refusalsToEngage)
 	assert.InDelta(t, acceptedShare*(1-share)*base, r, 1e-6)
 	s := p.state(req)
-	assert.InDelta(t, r, s.shed.low(), 1e-6, "the cut is the test's low rate")
+	assert.InDelta(t, r, s.st.shed.low(), 1e-6, "the cut is the test's low rate")
 	// Clamped to MinRate, the cut is the low rate as clamped: below it,
 	// no rate in force would ever be low enough to test.
 	p = &Pacer{MinRate: 26000}
 	r, engaged = firstCut(p)
 	require.True(t, engaged)
 	assert.Equal(t, 26000.0, r)
-	assert.Equal(t, r, p.state(req).shed.low(), "the low rate, at MinRate")
+	assert.Equal(t, r, p.state(req).st.shed.low(), "the low rate, at MinRate")
 	// A burst answered far slower than it was sent is cut to the rate
 	// accepted, as before: TestPacerColdStartCutsToAcceptedRate.
 }
@@ -389,7 +387,7 @@ func TestSheddingCountsTheBurst(t *testing.T) {
 	engage(t, p, req, response(429), pacerEpoch.Add(time.Millisecond))
 	s := p.state(req)
 	require.True(t, s.engaged.Load())
-	hiN, hiK := s.shed.hiN, s.shed.hiK
+	hiN, hiK := s.st.shed.hiN, s.st.shed.hiK
 	for i := 0; i < 20; i++ {
 		class, code := retry.Success, 200
 		if i%5 == 0 {
@@ -397,9 +395,9 @@ func TestSheddingCountsTheBurst(t *testing.T) {
 		}
 		p.observe(req, class, response(code), 0, pacerEpoch.Add(time.Millisecond))
 	}
-	assert.Equal(t, hiN+20, s.shed.hiN)
-	assert.Equal(t, hiK+4, s.shed.hiK)
-	assert.Zero(t, s.shed.loN, "none was paced")
+	assert.Equal(t, hiN+20, s.st.shed.hiN)
+	assert.Equal(t, hiK+4, s.st.shed.hiK)
+	assert.Zero(t, s.st.shed.loN, "none was paced")
 }
 
 // Throttles of attempts paced before the key went idle, found to shed at
@@ -510,7 +508,7 @@ func TestPacerEarlyThrottleWaitsForAShare(t *testing.T) {
 	r, _ := p.Rate("api.example")
 	s := p.state(req)
 	s.mu.Lock()
-	share, read := s.meter.answeredShare()
+	share, read := s.st.meter.answeredShare()
 	s.mu.Unlock()
 	require.True(t, read, "a quarter answered")
 	// A third refused: a moderate first cut (0.9 times the share

@@ -17,7 +17,6 @@ import (
 // Judged only at refusals, a limit under the low rate refuses nothing
 // there, and the test would hold a client at that rate for as long as
 // the limit holds.
-// The caller holds s.mu.
 func (s *keyState) testSuccess(now time.Time, minRate float64) {
 	sh := &s.shed
 	if !sh.testing(s) {
@@ -59,8 +58,7 @@ func (s *keyState) testSuccess(now time.Time, minRate float64) {
 // as often as at 7/s after it, and the key went idle under the limit;
 // or, held undecided at 13.2/s, ended its calls paced at more than twice
 // the limit. Over the stage (weighed once it has lasted paceSpan attempts'
-// time at the rate in force), a burst weighs what it is worth. The
-// caller holds s.mu.
+// time at the rate in force), a burst weighs what it is worth.
 func (s *keyState) paceHolds(now time.Time) bool {
 	fill := s.rate.fill
 	if fill <= 0 {
@@ -68,7 +66,7 @@ func (s *keyState) paceHolds(now time.Time) bool {
 	}
 	sent := s.meter.measured
 	if e := now.Sub(s.meter.bucket); e >= minElapsed {
-		sent = max(sent, float64(s.meter.sent.Load())/e.Seconds())
+		sent = max(sent, float64(s.meter.sent)/e.Seconds())
 	}
 	if sent > 0 && fill > paceSlack*sent {
 		return false
@@ -91,8 +89,7 @@ func (s *keyState) paceHolds(now time.Time) bool {
 // share of every outcome so far, and must find the share as high there
 // again (see test). The curve starts from the new rate, where the first
 // cut's would soon have grown back above it, and the curve before is
-// saved for a limit found below it (see testSuccess). The caller holds
-// s.mu.
+// saved for a limit found below it (see testSuccess).
 func (s *keyState) deepen(now time.Time, minRate float64) {
 	sh := &s.shed
 	lo := float64(sh.loK) / float64(sh.loN)
@@ -124,7 +121,7 @@ const (
 // so does a share undecided for shedMaxRefusals refusals. Both shares
 // are counted without the refusal that stopped their count (see
 // stoppedShare). The throttle is of an attempt paced at the rate in
-// force, outside an outage's hold. The caller holds s.mu.
+// force, outside an outage's hold.
 func (sh *shedding) test(s *keyState, now time.Time) int {
 	if !sh.testing(s) || sh.loN == 0 || !s.paceHolds(now) {
 		return shedCut
@@ -171,7 +168,7 @@ func (sh *shedding) test(s *keyState, now time.Time) int {
 // 23 s, and its 6000 attempts took 40 minutes (simulated; before this
 // bound, 4 of 300 runs over 10 s with CUBIC, 15 with AIMD; now 0 and 5).
 // So far below its origin, a limit's
-// share is a burst's, near 1, or small. The caller holds s.mu.
+// share is a burst's, near 1, or small.
 func (sh *shedding) maxShare(s *keyState) float64 {
 	if sh.origin > 0 && s.rate.fill < collapseDepth*sh.origin {
 		return collapseShare
@@ -210,8 +207,7 @@ func (sh *shedding) hiError(hi float64) float64 {
 }
 
 // disengage returns the key to idle, its refusals found not to depend on
-// its rate; the attempts waiting for turns go on at once. The caller
-// holds s.mu.
+// its rate; the attempts waiting for turns go on at once.
 func (s *keyState) disengage(now time.Time) {
 	// The share at the low rate, that of the whole chain if twice as
 	// high: a limit's refusals too may have been in the chain's first.
@@ -231,9 +227,8 @@ func (s *keyState) disengage(now time.Time) {
 	// the successes so far stay, as the bucket before, for noise to
 	// weigh the next throttles against.
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
-	s.meter.lastOK += s.meter.ok.Swap(0)
+	s.meter.lastOK += s.meter.takeOK()
 	s.meter.suspectOK = 0
 	s.meter.takeSent()
 	s.meter.bucket = now
-	s.meter.bucketEnd.Store(s.since(now.Add(bucketWidth)))
 }

@@ -1,75 +1,37 @@
 package pace
 
-import (
-	"context"
-	"sync/atomic"
-	"time"
-)
-
-// slowStart limits a key that has not engaged to slots unanswered
-// attempts at once.
+// slowStart limits a key in modeSlowStart to slots unanswered attempts
+// at once.
 type slowStart struct {
-	slow      atomic.Bool   // in slow start
-	inflight  int           // attempts holding a slot
-	slots     int           // the window: one slot more per success
-	waiting   int           // attempts waiting for a slot
-	wake      chan struct{} // closed when a slot frees or slow start ends
-	stopLimit func() bool   // stops the timer of slowStartLimit
+	inflight int  // attempts holding a slot
+	slots    int  // the window: one slot more per success
+	waiting  int  // attempts waiting for a slot
+	armed    bool // slowStartLimit's timer runs for this slow start
 	// round counts the slow starts begun again (see restart): a timer
-	// that fired as one began, and waited for the lock, ends nothing.
+	// that fired as one began ends nothing.
 	round uint64
 }
 
-// admit waits, while s is in slow start, for a slot of its window, and
-// reports whether the attempt took one; the slot is given back by
-// [Pacer.observeState] or [keyState.release]. Out of slow start it
-// returns at once: on a key that has left it, at the cost of one atomic
-// load. The wait ends with ctx, and slow start itself ends no later than
-// slowStartLimit after its first attempt.
-func (p *Pacer) admit(ctx context.Context, s *keyState) (bool, error) {
-	if !s.start.slow.Load() {
-		return false, nil
+// admit gives an attempt a slot of the window, while the key is in slow
+// start and one is free; else, in slow start, the attempt must wait (it
+// counts itself among those waiting until evWoke). The first attempt of
+// a slow start arms its time limit: attempts that never answer (long
+// polls, a hung server) hold their slots, and the others must not wait
+// on them for longer than slowStartLimit.
+func (s *keyState) admit() (slot, wait bool) {
+	if s.mode != modeSlowStart {
+		return false, false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.start.stopLimit == nil && s.start.slow.Load() {
-		after := p.afterFunc
-		if after == nil {
-			after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
-		}
-		round := s.start.round
-		s.start.stopLimit = after(slowStartLimit, func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.start.round == round { // not a slow start begun since
-				s.leaveSlowStart()
-			}
-		})
+	if !s.start.armed {
+		s.start.armed = true
+		s.fx.armLimit = true
 	}
-	for s.start.slow.Load() && s.start.inflight >= s.start.slots {
-		if s.start.wake == nil {
-			s.start.wake = make(chan struct{})
-		}
-		wake := s.start.wake
+	if s.start.inflight >= s.start.slots {
 		s.start.waiting++
-		s.mu.Unlock()
-		var err error
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		s.mu.Lock()
-		s.start.waiting--
-		if err != nil {
-			return false, err
-		}
-	}
-	if !s.start.slow.Load() {
-		return false, nil
+		return false, true
 	}
 	s.start.inflight++
-	return true, nil
+	return true, false
 }
 
 // release gives back a slow-start slot. An answer opens one slot more
@@ -77,10 +39,8 @@ func (p *Pacer) admit(ctx context.Context, s *keyState) (bool, error) {
 // answer that nothing is waiting for ends slow start: the window no
 // longer limits the client.
 func (s *keyState) release(answered bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.start.inflight--
-	if !s.start.slow.Load() {
+	if s.mode != modeSlowStart {
 		return
 	}
 	if answered {
@@ -90,26 +50,14 @@ func (s *keyState) release(answered bool) {
 			return
 		}
 	}
-	s.wakeAll()
+	s.fx.wake = true
 }
 
 // leaveSlowStart ends slow start and lets every waiting attempt go on.
-// The caller holds s.mu.
 func (s *keyState) leaveSlowStart() {
-	if !s.start.slow.Load() {
+	if s.mode != modeSlowStart {
 		return
 	}
-	s.start.slow.Store(false)
-	if s.start.stopLimit != nil {
-		s.start.stopLimit()
-	}
-	s.wakeAll()
-}
-
-// wakeAll wakes the attempts waiting for a slot, to look again.
-func (s *keyState) wakeAll() {
-	if s.start.wake != nil {
-		close(s.start.wake)
-		s.start.wake = nil
-	}
+	s.mode = modeIdle
+	s.fx.stopLimit, s.fx.wake = true, true
 }

@@ -207,7 +207,7 @@ func TestTransportSlowStart(t *testing.T) {
 	<-arrived
 	<-arrived
 	st := p.state(hostRequest(t, host(srv)))
-	waitFor(t, st, func() bool { return st.start.waiting == 3 })
+	waitFor(t, st, func() bool { return st.st.start.waiting == 3 })
 	assert.Len(t, arrived, 0, "no third attempt before an answer")
 	close(release)
 	for i := 0; i < 5; i++ {

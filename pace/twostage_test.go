@@ -196,10 +196,9 @@ func TestDeepen(t *testing.T) {
 // second stage's rate the curve goes back to the first stage's too:
 // TestSecondStageRestores.)
 func TestShareFellEndsTheChain(t *testing.T) {
-	p, req, s := chainKey(t, 90, 130, shedding{chainRate: 130, hiN: 40, hiK: 10})
-	s.mu.Lock()
-	s.rate.window = math.Cbrt(40 / cubicScale)
-	s.mu.Unlock()
+	p, req, e := chainKey(t, 90, 130, shedding{chainRate: 130, hiN: 40, hiK: 10})
+	e.change(func(s *keyState) { s.rate.window = math.Cbrt(40 / cubicScale) })
+	s := &e.st
 	require.True(t, s.shed.testing(s))
 	at := pacerEpoch
 	n := 0
@@ -243,14 +242,15 @@ func TestSecondStageRestores(t *testing.T) {
 // idle, with its measured rates forgotten and its successes kept for
 // noise to weigh the next throttles against.
 func TestSecondStageShedding(t *testing.T) {
-	p, req, s := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
-	s.mu.Lock()
-	s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
-	s.meter.bucket = pacerEpoch
-	s.deepen(pacerEpoch, 0.5)
-	s.mu.Unlock()
+	p, req, e := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
+	e.change(func(s *keyState) {
+		s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
+		s.meter.bucket = pacerEpoch
+		s.deepen(pacerEpoch, 0.5)
+	})
+	s := &e.st
 	at := pacerEpoch
-	for i := 0; i < 400 && s.engaged.Load(); i++ {
+	for i := 0; i < 400 && e.engaged.Load(); i++ {
 		d, res := p.reserve(req, at)
 		at = at.Add(d)
 		class, code := retry.Success, 200
@@ -259,7 +259,7 @@ func TestSecondStageShedding(t *testing.T) {
 		}
 		p.observe(req, class, response(code), res.generation(), at)
 	}
-	require.False(t, s.engaged.Load(), "idle")
+	require.False(t, e.engaged.Load(), "idle")
 	assert.Positive(t, s.shed.share, "the share found")
 	assert.Zero(t, s.meter.measured, "the rates measured while paced are forgotten")
 	assert.Zero(t, s.meter.accepted)
@@ -289,7 +289,7 @@ func TestPaceHoldsOverTheStage(t *testing.T) {
 	s.rate.fill = 12.5
 	s.shed.at, s.shed.atSent = at, 100
 	s.meter.sentBefore = 102
-	s.meter.sent.Store(6)
+	s.meter.sent = 6
 	now := at.Add(1360 * time.Millisecond)
 	s.meter.bucket = now.Add(-20 * time.Millisecond)
 	s.meter.measured = 9
@@ -317,15 +317,15 @@ func TestPaceHoldsOverTheStage(t *testing.T) {
 // chainKey returns a Pacer without slow start, a request and its key's
 // state, paced at rate after a cut from lastMax at pacerEpoch, with the
 // chain sh (see setChain).
-func chainKey(t *testing.T, rate, lastMax float64, sh shedding) (*Pacer, *http.Request, *keyState) {
+func chainKey(t *testing.T, rate, lastMax float64, sh shedding) (*Pacer, *http.Request, *entry) {
 	t.Helper()
 	p := &Pacer{InitialWindow: -1}
 	req := hostRequest(t, "api.example")
-	s := p.state(req)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setRate(rate, 0.5)
-	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = lastMax, rate, pacerEpoch
-	setChain(s, sh)
-	return p, req, s
+	e := p.state(req)
+	e.change(func(s *keyState) {
+		s.setRate(rate, 0.5)
+		s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = lastMax, rate, pacerEpoch
+		setChain(s, sh)
+	})
+	return p, req, e
 }

@@ -51,7 +51,7 @@ func TestSilenceFindsNoSteadyLimit(t *testing.T) {
 	s := p.state(req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	require.Greater(t, s.outage.cutsSinceOK, 10, "the silence cut")
-	assert.Zero(t, s.rate.steady)
-	assert.Zero(t, s.rate.hold())
+	require.Greater(t, s.st.outage.cutsSinceOK, 10, "the silence cut")
+	assert.Zero(t, s.st.rate.steady)
+	assert.Zero(t, s.st.rate.hold())
 }
