@@ -196,6 +196,25 @@ func goldenScenarios() []goldenScenario {
 			})
 		}
 	}
+	// Outages (TestPacerColdOutage, TestPacerOutageAfterSuccesses, as
+	// simulations): every attempt refused for a while, from the first or
+	// after a limit was learned, then the server back at its limit.
+	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+		for _, warm := range []bool{false, true} {
+			add(fmt.Sprintf("outage/a%d/warm%v", adapt, warm), func(t *testing.T, tr *simTrace) {
+				p := &Pacer{Adapt: adapt}
+				srv := &simServer{rate: 100, lag: 5 * ms, rnd: rand.New(rand.NewPCG(4, 5)), trace: tr}
+				at := pacerEpoch
+				if warm {
+					at, _, _ = simRun(t, p, srv, at, 1000, 1000)
+				}
+				srv.shed = 1
+				at, _, _ = simRun(t, p, srv, at, 1000, 150)
+				srv.shed = 0
+				simRun(t, p, srv, at, 1000, 1000)
+			})
+		}
+	}
 	// TestPacerFollowsALimitThatMoves.
 	for _, to := range []float64{2.5, 10} {
 		for seed := range uint64(3) {
