@@ -8,14 +8,10 @@ import (
 // tooEarly reports whether a throttle comes too early in the current
 // bucket to read its share of refusals: fewer than a quarter of the
 // attempts sent in it answered (throttled reads no share then, and
-// takes the refusals for a burst's far above a limit), and no more than
-// shedMaxShare of those refused. Forty clients shed 5 % at random, their
-// first forty attempts answered at once, engaged on a refusal that came
-// ninth: taken for a burst's, the rate was measured over 10 ms, not
-// one (4,800/s against the 40,000/s sent), and the test of shedding ran
-// there; the run took 180 to 420 ms where it takes 20 without a Pacer,
-// in about a tenth of the simulated runs. A burst's refusals soon pass
-// shedMaxShare of the answers, and engage the key as before.
+// takes the refusals for a burst's far above a limit, its rate measured
+// over minElapsed, not one), and no more than shedMaxShare of those
+// refused. A burst's refusals soon pass shedMaxShare of the answers,
+// and engage the key as before.
 func (s *keyState) tooEarly() bool {
 	share, read := s.meter.answeredShare()
 	return !read && share <= shedMaxShare
@@ -26,28 +22,19 @@ func (s *keyState) tooEarly() bool {
 // whether the CUSUM of their log-likelihood ratio, refused at engageHigh
 // against engageLow, reaches engageAlarm. Each throttle adds ln 2, each
 // success takes ln 1.5 away, never below zero. A limit that refuses most
-// of what the client sends engages the key after seven refusals in a row
-// (two before, which a quarter refused at random begins with one time in
-// sixteen); a new key's sum starts at coldSuspicion, so that three in a
-// row among its first answers engage it (an outage, or a cold burst far
-// above a limit: with seven, a storm's clients were paced through a 1 s
-// outage at a rate 60 % higher, the rate held there being a share of the
-// first cut's, measured from the attempts sent before it), and a key
-// restarted after an outage engages on its first throttle (see restart).
-// The sum implies what a key's first answers had to show before (two
-// refusals or more, over 0.4 of them, or eight answers). A share of a
-// half engages the key after twenty answers or so; two fifths, after
-// about fifty; a third, after one to two hundred; a share below a
-// quarter, seldom (none of 2,000 simulated runs of 800 answers at a
-// tenth refused; half of them at a quarter, after 330 answers or so).
-// Such a share is cheaper to retry than to pace: at most a third of an
-// attempt more per request, where telling a limit's refusals from
-// shedding (see shedding) costs a test at a lower rate, and a cold start
-// measures its sending rate low (40 clients on loopback sent at half the
-// rate they later did while their connections were dialled, and the test
-// ran there). The sum counts from where the key last went idle, and a
-// success after a long calm holds it at zero: a limit reached after it,
-// a fixed window's quota spent, is weighed from its first refusal.
+// of what the client sends engages the key after seven refusals in a
+// row; a new key's sum starts at coldSuspicion, so that three in a row
+// among its first answers engage it (an outage, or a cold burst far
+// above a limit, whose rate is measured from the attempts sent before
+// the first cut), and a key restarted after an outage engages on its
+// first throttle (see restart). A share of a half engages the key after
+// twenty answers or so; two fifths, after about fifty; a share below a
+// quarter, seldom. Such a share is cheaper to retry than to pace: at
+// most a third of an attempt more per request, where telling a limit's
+// refusals from shedding costs a test at a lower rate. The sum counts
+// from where the key last went idle, and a success after a long calm
+// holds it at zero: a limit reached after it, a fixed window's quota
+// spent, is weighed from its first refusal.
 func (s *keyState) suspect() bool {
 	s.meter.weigh(s.meter.ok - s.meter.suspectOK)
 	s.meter.suspectOK = s.meter.ok

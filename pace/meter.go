@@ -112,11 +112,10 @@ func (s *keyState) measure(now time.Time) {
 		case elapsed >= quietTime && !s.engaged():
 			// No answer for quietTime: the key was quiet, and what it
 			// sends next is no continuation of the rate before. Folded
-			// in, the quiet bucket pulled the rate down to a fraction of
-			// what the client sent when it was busy, and a burst's first
-			// cut came from that (AIMD: 6/s where the same burst without
-			// the gap cut to 35/s). The burst is measured afresh, as a new
-			// key's is.
+			// in, the quiet bucket would pull the rate down to a fraction
+			// of what the client sent when it was busy, and a burst's
+			// first cut would come from that. The burst is measured
+			// afresh, as a new key's is.
 			s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
 		case !s.meter.sampled:
 			// The first bucket is the estimate, not a fifth of it.
@@ -140,12 +139,11 @@ func (m *meter) inBucket(now time.Time) bool {
 // current bucket's if that is higher (it is fresher) and counts at least
 // minSamples successes.
 //
-// A token bucket's burst inflates both: a limiter of 100 requests a second
-// with a burst of 10 accepts 11 at once, and 11 successes within the 10 ms
-// of a cold start's first cuts measured 1100 a second, so that every cut
-// of the cascade that followed stopped at 0.9 of a rate the server had
-// never kept up (21 to 26 cuts from thousands a second in the runs
-// traced, each paid for with refusals). Once a throttle has found the bucket empty, and while
+// A token bucket's burst inflates both: its burst accepted at once, over
+// the few milliseconds of a cold start's first cuts, measures a rate the
+// server never keeps up, and every cut of the cascade that follows stops
+// at acceptedShare of it, each paid for with refusals. Once a throttle
+// has found the bucket empty, and while
 // the client keeps it empty (drainedShare of the answers since refused),
 // the successes since come at the rate it refills: for drainWindow after
 // the first throttle, the rate is no more than theirs over the time

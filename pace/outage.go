@@ -38,9 +38,8 @@ func (s *keyState) silenceOver() bool {
 // minute; Envoy's local rate limit, a token bucket filled once a window)
 // accepts its quota at the start of each window and refuses everything
 // after it. Every paced refusal of the silence that follows cuts, and the
-// key came out of it at a fraction of what the window accepts: 8 workers
-// against 20 a second sent 52 successes in 4 s where 88 were possible,
-// the rate held at 8.6/s. The successes since the last silence ended (or
+// key would come out of it at a fraction of what the window accepts.
+// The successes since the last silence ended (or
 // since the key's first bucket) over the time since are what the limiter
 // accepts, window and silence together; the rate comes back to
 // acceptedShare of that, if it is lower, and its curve grows back to that
@@ -72,12 +71,10 @@ func (s *keyState) resume(now time.Time, adapt Adapt, minRate float64) {
 // are one after outageTime; refusals after successes whose rate is
 // unknown (the key engaged within its first half-second) are none.
 //
-// A single cut is no streak: the silence after it may be the client's.
-// In the Route 53 example, five callers backing off after a refusal at
-// the end of their calls sent nothing for 1.5 s; the next success, 1.7 s
-// after the last, ended an "outage", and the key restarted in slow
-// start, its limit forgotten. In an outage, the attempts paced after the
-// first cut are refused too, and cut again.
+// A single cut is no streak: the silence after it may be the client's
+// (callers backing off after a refusal), and restarting would forget
+// the limit. In an outage, the attempts paced after the first cut are
+// refused too, and cut again.
 func (s *keyState) outageOver(now time.Time) bool {
 	gap := now.Sub(s.outage.lastOK)
 	switch {

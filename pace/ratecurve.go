@@ -27,9 +27,7 @@ type rateCurve struct {
 //
 // On a steady limit, a curve that grows back to the rate of the last
 // throttle and probes above it finds the limit again within seconds,
-// and pays for it each time with a refusal and a cut: against nginx's
-// limit_req at 5 requests/s, CUBIC alone was refused about once a second
-// and averaged 4 successes a second, 0.8 of the limit. So throttles at
+// and pays for it each time with a refusal and a cut. So throttles at
 // rates within steadyBand of each other are taken to find one limit, its
 // rate the lowest of theirs (a throttle below the others is the closer
 // measure), and the curve holds below it for a while (see hold). But a
@@ -41,9 +39,8 @@ type rateCurve struct {
 //
 // Only a throttle that follows a success since the last cut finds the
 // limit: the cuts of one silence, a fixed window's refusing everything
-// until it ends, come 0.9 times apart, and counted as finds they made a
-// steady limit of 16 within a second, held at for 8 s at 8 to 10 a
-// second against a window of 20 (see resume).
+// until it ends, come acceptedShare apart, and counted as finds they
+// would make a steady limit far below the window's (see resume).
 func (r *rateCurve) learn(base float64, engaged, afterOK bool, t float64, adapt Adapt) {
 	if engaged && !afterOK {
 		return
@@ -157,9 +154,9 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		s.shed.lowRate = max(next, minRate)
 	case !s.engaged() && c > 0:
 		// The first cut goes at least that far: from the burst of a
-		// cold start, at thousands of requests a second, multiplying
-		// by 0.7 would take a dozen cuts, each paid for with a round
-		// of refusals.
+		// cold start, at thousands of requests a second, cuts by
+		// cubicBeta would take a dozen, each paid for with a round of
+		// refusals.
 		next = min(next, acceptedShare*c)
 	case c > 0:
 		// Later cuts go no further than just below it, as long as that

@@ -39,9 +39,8 @@ type schedule struct {
 // While the key is held (modeHeld), the wait is no forecast: the rate
 // held is a probe's, and the first success restarts the key in slow
 // start. A wait past the deadline is then not refused, nor does it take
-// a turn: the attempt waits for the hold to end (held). Refused, the
-// attempts of 1000 clients held at AIMD's 125/s failed at 1 to 2 s on
-// deadlines of 8 s, in an outage of 1 s.
+// a turn: the attempt waits for the hold to end (held). Refused, such
+// attempts would fail within an outage far shorter than their deadlines.
 func (s *keyState) reserve(now, deadline time.Time) grant {
 	if !s.engaged() {
 		return grant{}
@@ -96,10 +95,9 @@ func (s *keyState) pause(now time.Time, d time.Duration, minRate float64) {
 	if !s.engaged() {
 		// The rate the client was sending at: smoothed, or over the
 		// bucket so far (minElapsed at least), as a first cut reads it.
-		// Smoothed alone it is 0 over a key's first half-second, and a
-		// quota spent there (a success with RateLimit r=0) engaged the
-		// key at MinRate: 0.5/s, seconds of growth from a client that
-		// had sent 20 at once.
+		// Smoothed alone it is 0 over a key's first bucket, and a quota
+		// spent there (a success with RateLimit r=0) would engage the
+		// key at MinRate, seconds of growth below what it sent.
 		base := max(s.meter.measured, s.meter.bucketRate(now, minElapsed), minRate)
 		s.setRate(base, minRate)
 	}

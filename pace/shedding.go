@@ -44,10 +44,9 @@ type shedding struct {
 	hiN, hiK int // outcomes and refusals that led to that cut
 	// limit is set when the chain began again from one whose first
 	// share was a limit's (over shedMaxShare), from the outcomes since:
-	// at rates the limit refuses most of, eight of them can pass for a
-	// moderate share by chance (3 of 8 where a window limiter refused
-	// 60 %), and the test took a limit for shedding. Such a chain's
-	// first share is weighed over twice as many (see need).
+	// at rates the limit refuses most of, minSamples of them can pass
+	// for a moderate share by chance, so such a chain's first share is
+	// weighed over twice as many (see need).
 	limit    bool
 	epN, epK int // outcomes and refusals since the last cut, engaged
 	loN, loK int // of attempts paced at the low rate (see low) or less
@@ -166,12 +165,10 @@ func (sh *shedding) testing(s *keyState) bool {
 
 // limitShare reports whether the chain's first share is clearly a
 // limit's, too high to test: over shedMaxShare by more than two standard
-// errors. A cold start's first refusals engaged the key when two of its
-// first few answers were (three in a row now, see suspect), and counted
-// with them, the share of a quarter refused at random came out at 5 of
-// 11 or 6 of 13 in the runs that collapsed: taken for a limit's, each
-// refusal after cut the rate again, halved with AIMD, until requests
-// failed waiting for turns.
+// errors. Over a few outcomes, a quarter refused at random can come out
+// near a half; taken for a limit's by a bare comparison, each refusal
+// after would cut the rate again until requests failed waiting for
+// turns.
 func (sh *shedding) limitShare() bool {
 	return sh.hiLower(stoppedShare(sh.hiK, sh.hiN)) > shedMaxShare
 }
@@ -198,9 +195,7 @@ func (sh *shedding) noise(s *keyState) bool {
 	mean := n * sh.share
 	// Twice the share, at most halfway to every answer refused: with a
 	// share of half or more found, twice it is every answer, and no
-	// limit could engage the key again. In the simulation of a limit
-	// with 10 % shed besides (TestSimReport), runs refused over 700
-	// times went from 5 and 1 of 100 to 1 and 0 with the cap.
+	// limit could engage the key again.
 	return k <= mean+min(mean, (n-mean)/2) || k <= mean+3*math.Sqrt(mean*(1-sh.share))+2
 }
 
@@ -211,10 +206,8 @@ func (sh *shedding) noise(s *keyState) bool {
 // unpaced (see keyState.suspect), as if found; then it decays.
 // A limit reached later is told from them as from shedding found by a
 // test (see noise): the key engages on refusals well above them, and
-// does not cut on them while it paces. Without it, a key that met a
-// tenth shed at random, and then a limit of 100/s as well, cut on every
-// refusal at random once engaged: 77 of 100 simulated runs of AIMD took
-// over 20 s, or had 300 of 1000 attempts refused (TestSimReport).
+// does not cut on them while it paces, where it would cut on every
+// refusal at random once engaged.
 func (sh *shedding) idleBucket(okN, refused int64) {
 	switch n := okN + refused; {
 	case sh.share > 0:

@@ -12,11 +12,9 @@ import (
 // with the rate: a limit's, and the rate in force is below it. The chain
 // ends, and a second stage's rate goes back to the first's (the curve
 // saved by deepen): the rate was lowered for the test, not for a limit
-// found there (without this, a simulated queue shed 25 % at random took
-// 22.7 s, over the 20 s of TestPacerSheddingWithoutSlowStartTail).
-// Judged only at refusals, a limit under the low rate refuses nothing
-// there, and the test would hold a client at that rate for as long as
-// the limit holds.
+// found there. Judged only at refusals, a limit under the low rate
+// refuses nothing there, and the test would hold a client at that rate
+// for as long as the limit holds.
 func (s *keyState) testSuccess(now time.Time, minRate float64) {
 	sh := &s.shed
 	if !sh.testing(s) {
@@ -44,21 +42,13 @@ func (s *keyState) testSuccess(now time.Time, minRate float64) {
 // attempts sent since the test's stage began. A client that sends
 // slower than the rate in force is paced at the rate it sends at, and
 // the test, comparing the shares refused at two rates in force, would
-// compare two shares at that one rate: against Route 53's 5/s, ten
-// callers backing off between attempts sent a few a second, paced at
-// 6422/s and then 3211/s, refused 6 of 7 at both, and the key went idle
-// under the limit. Such a throttle cuts instead, until the rate in force
-// is one the client sends at.
-//
-// A bucket's attempts alone are not enough: callers that back off send
-// in bursts, and a few attempts within the first milliseconds of a
-// bucket count as a rate of hundreds a second. The Route 53 example's
-// five callers, paced at 12.5/s against its window limiter of 5/s, sent
-// 8 attempts in that stage's 1.36 s (3.6/s smoothed), were refused there
-// as often as at 7/s after it, and the key went idle under the limit;
-// or, held undecided at 13.2/s, ended its calls paced at more than twice
-// the limit. Over the stage (weighed once it has lasted paceSpan attempts'
-// time at the rate in force), a burst weighs what it is worth.
+// compare two shares at that one rate and take a limit for shedding.
+// Such a throttle cuts instead, until the rate in force is one the
+// client sends at. A bucket's attempts alone are not enough: callers
+// that back off send in bursts, and a few attempts early in a bucket
+// count as hundreds a second; over the stage (weighed once it has lasted
+// paceSpan attempts' time at the rate in force), a burst weighs what it
+// is worth.
 func (s *keyState) paceHolds(now time.Time) bool {
 	fill := s.rate.fill
 	if fill <= 0 {
@@ -81,11 +71,10 @@ func (s *keyState) paceHolds(now time.Time) bool {
 // deepen goes on with the test at a lower rate: refused at the low rate
 // about as often as before the chain's first cut, the key may be shedding
 // at random, or above a limit still, whose share the first measured too
-// low (a token bucket's burst among its answers: 1 refused of 22 at
-// 750/s against a limit of 100/s with a burst of 20, 3 of 5 at 644/s).
-// A limit accepts, at most, what it accepted at the low rate: 1-lo of
-// it. So the test goes on at 0.9 of that (no lower than shedDeepFloor of
-// the low rate, as 3 refusals of 3 would take it to nothing), against the
+// low (a token bucket's burst among its answers). A limit accepts, at
+// most, what it accepted at the low rate: 1-lo of it. So the test goes
+// on at 0.9 of that (no lower than shedDeepFloor of the low rate, as a
+// share of all would take it to nothing), against the
 // share of every outcome so far, and must find the share as high there
 // again (see test). The curve starts from the new rate, where the first
 // cut's would soon have grown back above it, and the curve before is
@@ -136,10 +125,8 @@ func (sh *shedding) test(s *keyState, now time.Time) int {
 	case sh.loK >= shedMinRefusals && lo <= sh.hiUpper(hi) && (sh.deep && lo >= sh.hiLower(hi) || !sh.deep && 2*lo >= sh.hiLower(hi)) &&
 		stoppedShare(sh.hiK+sh.loK, sh.hiN+sh.loN) <= sh.maxShare(s):
 		// The share of every outcome so far, too, is no more than a
-		// first share may be: a window limiter of 5/s, the Route 53
-		// example's, refused 5 of 8 before the chain and 5 of 10 at
-		// 11/s, twice the limit, with five callers, and the key went
-		// idle under it.
+		// first share may be: else a window limiter's high share,
+		// refused as often at twice its rate, passes for shedding.
 		return shedIndependent
 	case atMost(sh.loK-1, sh.loN-1, sh.hiLower(hi)) < shedSignificance:
 		// Far fewer refusals than the share would bring: a limit's.
@@ -148,10 +135,8 @@ func (sh *shedding) test(s *keyState, now time.Time) int {
 	case sh.loK >= shedMaxRefusals:
 		// Undecided for as many refusals: the share is not the one the
 		// chain began with, but not clearly another either. Held, a key
-		// above a limit whose first share a burst had diluted (8 of 20
-		// at 1000/s) was refused 73 % at 409/s, 22 of 30, against a
-		// pooled share of 16 of 33 that may have been as high as 64 %,
-		// with no end.
+		// above a limit whose first share a burst had diluted was held
+		// there with no end.
 		sh.endChain()
 		return shedCut
 	}
@@ -161,14 +146,10 @@ func (sh *shedding) test(s *keyState, now time.Time) int {
 // maxShare is the highest share of every outcome of the chain that may
 // be found not to depend on the rate: shedMaxShare, or collapseShare
 // once the rate is below collapseDepth of the one the key engaged from.
-// A limit refuses a share that falls as the rate falls below it; at 40 %
-// shed at random, every chain's share was a little over 0.4 about half
-// the time, ended undecided after shedMaxRefusals refusals, and cut, and
-// the next chain began lower: a queue at 1000/s came down to 1.5/s within
-// 23 s, and its 6000 attempts took 40 minutes (simulated; before this
-// bound, 4 of 300 runs over 10 s with CUBIC, 15 with AIMD; now 0 and 5).
-// So far below its origin, a limit's
-// share is a burst's, near 1, or small.
+// Shed at about shedMaxShare at random, a chain's share is over it half
+// the time, ends undecided and cuts, and the next chain begins lower:
+// the rate collapses. So far below its origin, a limit's share is a
+// burst's, near 1, or small.
 func (sh *shedding) maxShare(s *keyState) float64 {
 	if sh.origin > 0 && s.rate.fill < collapseDepth*sh.origin {
 		return collapseShare
@@ -178,10 +159,9 @@ func (sh *shedding) maxShare(s *keyState) float64 {
 
 // hiUpper is the chain's first share, hi, plus two standard errors: how
 // high that share may have been, measured over hiN outcomes. A share at
-// the low rate above it is not taken for the same (once taken up to
-// twice it: a limit's share, rising as the rate fell, 3 of 5 against 7
-// of 20 where a burst had diluted the first, passed for shedding), and
-// one clearly above it is a limit's.
+// the low rate above it is not taken for the same (a limit's share
+// rises as the rate falls, where a burst diluted the first), and one
+// clearly above it is a limit's.
 func (sh *shedding) hiUpper(hi float64) float64 {
 	return hi + sh.hiError(hi)
 }
@@ -190,9 +170,8 @@ func (sh *shedding) hiUpper(hi float64) float64 {
 // low that share may have been. At the first stage, a share at the low
 // rate of half that or more is taken for not a limit's, whose share
 // falls well below half there; at the second, only that much or more.
-// Against half of hi itself, a first share measured high by chance (3
-// refusals of 13 where 10 % are shed) held the test undecided for
-// hundreds of outcomes, at the low rate.
+// Against half of hi itself, a first share measured high by chance held
+// the test undecided, at the low rate, for hundreds of outcomes.
 func (sh *shedding) hiLower(hi float64) float64 {
 	return hi - sh.hiError(hi)
 }
@@ -221,9 +200,8 @@ func (s *keyState) disengage(now time.Time) {
 	s.meter.refused, s.meter.lastRefused = 0, 0
 	// The rates measured while it was paced are the Pacer's, not the
 	// client's: a throttle that engages the key again cuts from the rate
-	// it is sent at from now on (cut from the paced rate, AIMD's half of
-	// it, a key took a minute to grow back to a limit of 100/s, after
-	// refusals at random of 10 % had sent it idle). A bucket begins now;
+	// it is sent at from now on, not from the paced rate, which would
+	// take a minute to grow back from. A bucket begins now;
 	// the successes so far stay, as the bucket before, for noise to
 	// weigh the next throttles against.
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false

@@ -5,111 +5,69 @@ import (
 	"time"
 )
 
-// Tuning of the adaptation, as in the AWS SDKs' adaptive retry mode.
+// Every tuning constant of the decision core, one line each: what it is,
+// and why it has that value. The measurements behind them are in
+// docs/pacing-design.md; bench/ablation shows what each mechanism buys.
+// A constant written as another's multiple is derived, not tuned.
 const (
-	cubicBeta  = 0.7 // rate kept on a throttle
-	cubicScale = 0.4 // C of the cubic growth curve
-	aimdCut    = 0.5 // rate kept on a throttle
-	// smoothing weights the newest half-second of the measured rate.
-	smoothing = 0.8
-	// bucketWidth is the period over which the sending rate is measured.
-	bucketWidth = 500 * time.Millisecond
-	// A bucket that lasts quietTime, no answer in it, ends a quiet spell of
-	// an idle key: the rates measured before are forgotten (see measure).
-	quietTime = 4 * bucketWidth
-	// drainWindow is how long after a key's first throttle the successes
-	// since bound the accepted rate (see keyState.acceptedRate): as long as
-	// a burst's share of the smoothed rate takes to fade.
-	drainWindow = 2 * bucketWidth
-	// More than drainedShare of the answers since that first throttle
-	// refused keep the bucket empty: a client far above a limit (83 to
-	// 96 % in the first 100 ms of a cascade against nginx), not one
-	// refused at random (a quarter shed at random refused up to 62 % of
-	// the first 8 to 60 answers).
-	drainedShare = 0.75
-	// acceptedShare of the measured success rate is the lowest a throttle
-	// cuts to: just below the server's capacity, so that timing jitter
-	// does not make the paced attempts collide.
-	acceptedShare = 0.9
-	// growthLimit times the measured sending rate is the most the rate
-	// grows to.
-	growthLimit = 1.25
-	// regrant times the rate of the turns handed out is the rate that
-	// voids them, for turns at the new one.
-	regrant = 1.1
-	// minSamples successes are the fewest the current bucket's accepted
-	// rate is estimated from.
-	minSamples = 8
-	// minElapsed is the shortest time a sending rate is estimated over;
-	// minElapsedModerate, when few of the attempts are refused and the
-	// server keeps up with them (see keyState.throttled).
-	minElapsed         = 10 * time.Millisecond
+	// The rate curves: the AWS SDKs' adaptive retry mode.
+	cubicBeta  = 0.7 // rate kept on a CUBIC cut (RFC 9438's β, the SDKs' value)
+	cubicScale = 0.4 // C of the cubic growth curve (RFC 9438's, the SDKs' value)
+	aimdCut    = 0.5 // rate kept on an AIMD cut: TCP Reno's halving
+
+	// Defaults of the settings.
+	defaultMinRate       = 0.5 // MinRate: one attempt in 2 s keeps a key probing
+	defaultInitialWindow = 10  // InitialWindow: TCP's initial window (RFC 6928)
+
+	// Slow start.
+	slowStartLimit = time.Second // longest in slow start: slots held by answers that never come must not hold the others longer
+
+	// The meter: the sending and accepted rates.
+	bucketWidth = 500 * time.Millisecond // the period a rate is measured over: a few round trips, short enough to follow a burst
+	smoothing   = 0.8                    // weight of the newest bucket in the smoothed rates: the last second dominates
+	quietTime   = 4 * bucketWidth        // no answer for this long ends an idle key's rates: what it sends next is no continuation
+	minSamples  = 8                      // fewest successes a bucket's own rate is read from (a count of 8 is known to ±35 %)
+	minElapsed  = 10 * time.Millisecond  // shortest time a rate is read over: a cold burst's answers come within it
+	// minElapsedModerate is minElapsed for a first cut with few refused:
+	// a fast client's first throttle comes within a millisecond or two.
 	minElapsedModerate = time.Millisecond
-	// defaultMinRate is the slowest a Pacer goes, in requests per second.
-	defaultMinRate = 0.5
-	// defaultInitialWindow is how many attempts a key in slow start may
-	// have unanswered at first: TCP's initial window (RFC 6928).
-	defaultInitialWindow = 10
-	// Outages (see Pacer): before the first success, cuts go no lower
-	// than outageShare of the rate the first of them set; a success after
-	// two cuts or more and a silence of outageTime, and of outageSilence
-	// times the usual spacing of successes, restarts the key.
-	outageShare   = 0.25
-	outageTime    = 500 * time.Millisecond
-	outageSilence = 10
-	// A silence (see keyState.resume) is silenceRefusals refusals in a
-	// row, silenceCuts of them cuts. Refused at random, as often as 40 %
-	// of the time, twelve in a row come once in 60,000 attempts.
-	silenceCuts     = 3
-	silenceRefusals = 12
-	// slowStartLimit is the longest a key stays in slow start: attempts
-	// that never answer (long polls, a hung server) hold their slots, and
-	// the others must not wait on them for longer than this.
-	slowStartLimit = time.Second
-	// Refusals that do not depend on the rate (see shedding): a chain of
-	// cuts whose refusal share was not clearly over shedMaxShare is
-	// tested once the rate is shedLowRate times the chain's first rate
-	// or less, after shedMinRefusals refusals there, and again at a
-	// lower rate, no lower than shedDeepFloor times that (see deepen);
-	// after shedMaxRefusals undecided, the chain is a limit's. A share is
-	// clearly higher or lower than another when a binomial test says so
-	// at shedSignificance.
-	shedMaxShare = 0.4
-	// Below collapseDepth of the rate the key engaged from, a share of
-	// every outcome up to collapseShare may be found independent of
-	// the rate (see shedding.maxShare).
-	collapseDepth    = 0.25
-	collapseShare    = 0.5
-	shedLowRate      = 0.7
-	shedMinRefusals  = 3
-	shedMaxRefusals  = 4 * shedMinRefusals
-	shedDeepFloor    = 0.5
-	shedSignificance = 0.01
-	// An idle key engages once Page's cumulative sum (CUSUM) of the
-	// log-likelihood ratio of its answers, refused at engageHigh against
-	// engageLow, reaches engageAlarm (see keyState.suspect): seven
-	// refusals in a row, or a share of half refused over some twenty
-	// answers; refusals at random, up to a quarter, seldom.
-	engageLow   = 0.25
-	engageHigh  = 0.5
-	engageAlarm = 4.6 // ln 100
-	// coldSuspicion is a new key's: three refusals in a row among its
-	// first answers engage it, before any success.
-	coldSuspicion = engageAlarm - 3*math.Ln2
-	// A rate in force over paceSlack times the rate the client sends at
-	// does not hold it back (see keyState.paceHolds).
-	paceSlack = 1.5
-	// The rate the client sent at over a stage of the test is weighed
-	// once the stage has lasted paceSpan attempts' time at the rate in
-	// force.
-	paceSpan = 4
-	// A steady limit (see rateCurve.learn): throttles at rates within
-	// steadyBand of each other find the same limit; the rate then grows
-	// back to plateauShare of the lowest of them and holds there for
-	// holdBase, doubled for each throttle more that finds it, up to
-	// holdMax, before probing above it again.
-	steadyBand   = 1.15
-	plateauShare = 0.95
-	holdBase     = 2 * time.Second
-	holdMax      = 8 * time.Second
+
+	// The capacity: what the server accepts while it refuses.
+	acceptedShare = 0.9             // a cut stops at this share of the accepted rate: just below capacity, so jitter does not collide
+	drainWindow   = 2 * bucketWidth // how long after the first throttle the successes since bound the accepted rate: a burst's fade
+	drainedShare  = 0.75            // share refused since that throttle that keeps the bound: far above a limit, not shed at random
+	growthLimit   = 1.25            // the rate grows to at most this times what the client sends: no credit for rates never tried
+	regrant       = 1.1             // growth past this times the turns' rate voids them: slow turns must not outlive the rate
+
+	// Engaging an idle key: Page's CUSUM of the answers' log-likelihood
+	// ratio, refused at engageHigh against engageLow.
+	engageLow     = 0.25                     // a share this low is cheaper to retry than to pace
+	engageHigh    = 0.5                      // a share this high is a limit's
+	engageAlarm   = 4.6                      // ln 100: seven refusals in a row, or half refused over some twenty answers
+	coldSuspicion = engageAlarm - 3*math.Ln2 // a new key's start: three refusals in a row engage it (an outage, a cold burst)
+	shedMaxShare  = 0.4                      // a first share at most this may be shedding: at 0.7 of its rate a limit refuses ≤ 14 %
+
+	// Outages and fixed windows.
+	outageShare     = 0.25                   // before any success, cuts stop at this share of the first: turns stay within deadlines
+	outageTime      = 500 * time.Millisecond // shortest silence that ends an outage: a bucket
+	outageSilence   = 10                     // and ten spacings of the successes before: a window limiter's silence is shorter
+	silenceCuts     = 3                      // cuts in a silence that make it a window's
+	silenceRefusals = 12                     // refusals in a row that make a silence: shed 40 % at random, once in 60,000 attempts
+
+	// The test of shedding (see shedding).
+	shedLowRate      = 0.7                 // a stage is weighed at this share of the chain's rate or below: one cut's depth
+	shedMinRefusals  = 3                   // refusals at the low rate before a share is judged the same
+	shedMaxRefusals  = 4 * shedMinRefusals // refusals undecided after which the chain is a limit's
+	shedDeepFloor    = 0.5                 // the second stage goes no lower than this share of the low rate
+	shedSignificance = 0.01                // a binomial test at this level calls two shares different
+	collapseDepth    = 0.25                // below this share of the engaging rate, a limit's share is a burst's or small
+	collapseShare    = 0.5                 // so a share up to this may be shedding there: else shedding at 0.4 collapses the rate
+	paceSlack        = 1.5                 // a rate over this times what the client sends holds nothing back: no stage
+	paceSpan         = 4                   // attempts' time at the rate in force before a stage's sending rate is weighed
+
+	// A steady limit (see rateCurve.learn).
+	steadyBand   = 1.15            // throttles within this ratio of each other find one limit
+	plateauShare = 0.95            // the rate holds at this share of it: below, but not far below
+	holdBase     = 2 * time.Second // the first hold: a few probes' worth
+	holdMax      = 8 * time.Second // the longest, doubling per find: a limit that moves is found again within seconds
 )
