@@ -3,11 +3,13 @@ package pace
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacecore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,13 +21,13 @@ import (
 // each (under -race) pushed the next turn from 100 ms to 8.5 s away.
 func TestRefusedWaitsTakeNoTurn(t *testing.T) {
 	now := pacerEpoch
-	p := &Pacer{now: func() time.Time { return now }}
+	p := &Pacer{MinRate: 10, now: func() time.Time { return now }}
 	req := hostRequest(t, "api.example")
 	s := p.state(req)
-	s.change(func(s *keyState) { s.setRate(10, s.cfg.minRate) }) // engaged: turns 100 ms apart
+	engageAtMinRate(p, req, now) // turns 100 ms apart
 	first, res := s.reserveAt(now)
 	require.NotNil(t, res)
-	require.Zero(t, first)
+	require.Equal(t, 100*time.Millisecond, first, "one interval after the throttle")
 
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(50*time.Millisecond))
 	defer cancel()
@@ -46,7 +48,7 @@ func TestRefusedWaitsTakeNoTurn(t *testing.T) {
 	wg.Wait()
 	next, res := s.reserveAt(now)
 	require.NotNil(t, res)
-	assert.Equal(t, 100*time.Millisecond, next, "the next turn after 1600 refused waits")
+	assert.Equal(t, 200*time.Millisecond, next, "the next turn after 1600 refused waits")
 }
 
 // A quota spent on a key's first answers (a success whose RateLimit field
@@ -97,7 +99,7 @@ func TestHeldOutageWaitIsNoForecast(t *testing.T) {
 				p.observe(req, retry.Throttled, response(503), curGen(p, req), now)
 			}
 			s.mu.Lock()
-			holding := s.st.mode == modeHeld
+			holding := s.st.Mode() == pacecore.ModeHeld
 			s.mu.Unlock()
 			require.True(t, holding, "refused from the first attempt on, the rate is held")
 			// Turns for the next 10 s are taken.
@@ -151,10 +153,9 @@ func TestHeldOutageWaitIsNoForecast(t *testing.T) {
 // limit's, and a wait past the deadline is refused at once, as before.
 func TestOutageAfterSuccessesRefusesPastDeadline(t *testing.T) {
 	now := time.Now()
-	p := &Pacer{InitialWindow: -1, now: func() time.Time { return now }}
+	p := &Pacer{InitialWindow: -1, MinRate: 1, now: func() time.Time { return now }}
 	req := hostRequest(t, "api.example")
-	s := p.state(req)
-	s.change(func(s *keyState) { s.setRate(1, s.cfg.minRate) }) // engaged: turns a second apart
+	engageAtMinRate(p, req, now) // turns a second apart
 	for range 20 {
 		p.reserve(req, now)
 	}
@@ -163,4 +164,11 @@ func TestOutageAfterSuccessesRefusesPastDeadline(t *testing.T) {
 	_, err := p.Wait(ctx, req)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "would end past the context's deadline")
+}
+
+// engageAtMinRate engages req's key at p's MinRate: a throttle that says
+// when to come back engages a key at once, at the rate it was sent at
+// (none here), and no slower than MinRate.
+func engageAtMinRate(p *Pacer, req *http.Request, now time.Time) {
+	p.observeState(p.state(req), false, retry.Feedback{Class: retry.Throttled, Response: response(429), Hinted: true}, 0, now)
 }

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacecore"
 )
 
-// entry is a key's place in the Pacer: the key's state (see keyState),
+// entry is a key's place in the Pacer: the key's state (see [pacecore.State]),
 // the lock that guards it, and what the state cannot hold: the counts of
 // the lock-free path, the waits of the attempts, and slow start's timer.
 // Every change of the state is a step, taken under the lock (see step),
@@ -32,7 +33,7 @@ type entry struct {
 	use use // the key table's bookkeeping (see keyTable)
 
 	mu sync.Mutex
-	st keyState
+	st pacecore.State
 	// wake is closed when a slot frees or slow start ends, unheld when
 	// the hold ends, turns when the turns handed out are void; each nil
 	// until an attempt waits on it.
@@ -55,41 +56,41 @@ type entry struct {
 
 // step applies ev to the key's state at now, with the counts of the
 // lock-free path, and then its effects. The caller holds e.mu.
-func (e *entry) step(now time.Time, ev event) effects {
-	ev.sent, ev.ok = e.sent.Swap(0), e.ok.Swap(0)
-	fx := e.st.step(now, ev)
+func (e *entry) step(now time.Time, ev pacecore.Event) pacecore.Effects {
+	ev.Sent, ev.OK = e.sent.Swap(0), e.ok.Swap(0)
+	fx := e.st.Step(now, ev)
 	e.apply(fx)
 	return fx
 }
 
 // apply mirrors the state's mode and bucket for the lock-free path, and
 // carries out the effects fx. The caller holds e.mu.
-func (e *entry) apply(fx effects) {
-	if engaged := e.st.engaged(); e.engaged.Load() != engaged {
+func (e *entry) apply(fx pacecore.Effects) {
+	if engaged := e.st.Engaged(); e.engaged.Load() != engaged {
 		e.engaged.Store(engaged)
 	}
-	if slow := e.st.mode == modeSlowStart; e.slow.Load() != slow {
+	if slow := e.st.Mode() == pacecore.ModeSlowStart; e.slow.Load() != slow {
 		e.slow.Store(slow)
 	}
-	if b := e.st.meter.bucket; !b.IsZero() {
-		e.bucketEnd.Store(e.since(b.Add(bucketWidth)))
+	if end := e.st.BucketEnd(); !end.IsZero() {
+		e.bucketEnd.Store(e.since(end))
 	}
-	if fx.stopLimit && e.stopLimit != nil {
+	if fx.StopLimit && e.stopLimit != nil {
 		e.stopLimit()
 		e.stopLimit = nil
 	}
-	if fx.armLimit {
-		e.arm(fx.round)
+	if fx.ArmLimit {
+		e.arm(fx.Round)
 	}
-	if fx.void && e.cancelTurns != nil {
+	if fx.Void && e.cancelTurns != nil {
 		e.cancelTurns()
 		e.turns, e.cancelTurns = nil, nil
 	}
-	if fx.wake && e.wake != nil {
+	if fx.Wake && e.wake != nil {
 		close(e.wake)
 		e.wake = nil
 	}
-	if fx.unhold && e.unheld != nil {
+	if fx.Unhold && e.unheld != nil {
 		close(e.unheld)
 		e.unheld = nil
 	}
@@ -101,10 +102,10 @@ func (e *entry) arm(round uint64) {
 	if after == nil {
 		after = func(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 	}
-	e.stopLimit = after(slowStartLimit, func() {
+	e.stopLimit = after(pacecore.SlowStartLimit, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		e.step(e.p.clock(), event{kind: evLimit, round: round})
+		e.step(e.p.clock(), pacecore.Event{Kind: pacecore.TimeLimit, Round: round})
 	})
 }
 
@@ -121,9 +122,9 @@ func (e *entry) admit(ctx context.Context) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for {
-		fx := e.step(e.p.clock(), event{kind: evAdmit})
-		if !fx.waitSlot {
-			return fx.slot, nil
+		fx := e.step(e.p.clock(), pacecore.Event{Kind: pacecore.Admit})
+		if !fx.WaitSlot {
+			return fx.Slot, nil
 		}
 		if e.wake == nil {
 			e.wake = make(chan struct{})
@@ -137,7 +138,7 @@ func (e *entry) admit(ctx context.Context) (bool, error) {
 			err = ctx.Err()
 		}
 		e.mu.Lock()
-		e.step(e.p.clock(), event{kind: evWoke})
+		e.step(e.p.clock(), pacecore.Event{Kind: pacecore.Woke})
 		if err != nil {
 			return false, err
 		}
@@ -146,7 +147,7 @@ func (e *entry) admit(ctx context.Context) (bool, error) {
 
 // reserve takes a turn for an attempt about to be sent at now, by ctx's
 // deadline, and returns how long the attempt must wait for it (see
-// keyState.reserve). A key that has not engaged returns 0 and a nil
+// pacecore.State.reserve). A key that has not engaged returns 0 and a nil
 // reservation, at the cost of one atomic load; the deadline is read only
 // for a key that has. Past the deadline it returns the wait and false,
 // with, while the key is held, a channel closed when the hold ends.
@@ -157,22 +158,22 @@ func (e *entry) reserve(ctx context.Context, now time.Time) (time.Duration, *res
 	dl, _ := ctx.Deadline()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	fx := e.step(now, event{kind: evReserve, deadline: dl})
+	fx := e.step(now, pacecore.Event{Kind: pacecore.Reserve, Deadline: dl})
 	switch {
-	case fx.held:
+	case fx.Held:
 		if e.unheld == nil {
 			e.unheld = make(chan struct{})
 		}
-		return fx.turn, nil, false, e.unheld
-	case fx.refused:
-		return fx.turn, nil, false, nil
-	case !fx.paced:
+		return fx.Turn, nil, false, e.unheld
+	case fx.Refused:
+		return fx.Turn, nil, false, nil
+	case !fx.Paced:
 		return 0, nil, true, nil // gone idle since the load
 	}
 	if e.turns == nil {
 		e.turns, e.cancelTurns = context.WithCancel(context.Background())
 	}
-	return fx.turn, &reservation{e: e, at: fx.at, next: fx.next, gen: fx.gen, turns: e.turns}, true, nil
+	return fx.Turn, &reservation{e: e, at: fx.At, next: fx.Next, gen: fx.Gen, turns: e.turns}, true, nil
 }
 
 // reservation is a turn handed out by [entry.reserve].
@@ -186,14 +187,14 @@ type reservation struct {
 	turns context.Context
 }
 
-// cancel gives the turn back (see evCancel).
+// cancel gives the turn back (see [pacecore.Cancel]).
 func (r *reservation) cancel() {
 	if r == nil {
 		return
 	}
 	r.e.mu.Lock()
 	defer r.e.mu.Unlock()
-	r.e.step(r.e.p.clock(), event{kind: evCancel, at: r.at, next: r.next})
+	r.e.step(r.e.p.clock(), pacecore.Event{Kind: pacecore.Cancel, At: r.at, Next: r.next})
 }
 
 // stale reports whether the rate or the pause changed since the turn was
@@ -204,16 +205,7 @@ func (r *reservation) stale() bool {
 	}
 	r.e.mu.Lock()
 	defer r.e.mu.Unlock()
-	return r.e.st.stale(r.gen)
-}
-
-// generation returns the generation of the rate the attempt was paced at,
-// 0 when it was not paced.
-func (r *reservation) generation() uint64 {
-	if r == nil {
-		return 0
-	}
-	return r.gen
+	return r.e.st.Stale(r.gen)
 }
 
 // answer takes the outcome f of an attempt paced at generation gen (0:
@@ -230,13 +222,13 @@ func (e *entry) answer(f retry.Feedback, slot bool, gen uint64, now time.Time) {
 			}
 		}
 	}
-	ev := event{kind: evAnswer, slot: slot, class: class, answered: f.Response != nil,
-		hinted: f.Hinted, wait: f.Wait, gen: gen, forRate: true}
+	ev := pacecore.Event{Kind: pacecore.Answer, Slot: slot, Class: class, Answered: f.Response != nil,
+		Hinted: f.Hinted, Wait: f.Wait, Gen: gen, ForRate: true}
 	if class == retry.Throttled && e.p.Refusal != nil {
-		ev.forRate = e.p.Refusal(f) // the user's code, without the lock
+		ev.ForRate = e.p.Refusal(f) // the user's code, without the lock
 	}
-	if !slot && (class != retry.Throttled && class != retry.Success || !ev.forRate) {
-		return // says nothing of the server's rate limit (see keyState.answer)
+	if !slot && (class != retry.Throttled && class != retry.Success || !ev.ForRate) {
+		return // says nothing of the server's rate limit (see pacecore.State.answer)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -247,5 +239,5 @@ func (e *entry) answer(f retry.Feedback, slot bool, gen uint64, now time.Time) {
 func (e *entry) release() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.step(e.p.clock(), event{kind: evRelease})
+	e.step(e.p.clock(), pacecore.Event{Kind: pacecore.Release})
 }

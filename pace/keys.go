@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/backoff-jitter/retry/internal/pacecore"
 )
 
 // The key table is bounded: a Pacer keyed by host, tenant or account
@@ -111,9 +113,9 @@ func (p *Pacer) lookup(key string, inUse bool) (*entry, bool) {
 		return s.(*entry), false
 	}
 	now := p.clock()
-	fresh := &entry{p: p, st: newKeyState(p.config())}
+	fresh := &entry{p: p, st: pacecore.New(p.config())}
 	fresh.use.born = now
-	fresh.slow.Store(fresh.st.mode == modeSlowStart)
+	fresh.slow.Store(fresh.st.Mode() == pacecore.ModeSlowStart)
 	if inUse {
 		fresh.active.Store(1)
 	}

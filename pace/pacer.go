@@ -17,6 +17,7 @@ import (
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/internal/clock"
+	"github.com/backoff-jitter/retry/internal/pacecore"
 )
 
 // Adapt is how a [Pacer] adjusts its rate after throttling.
@@ -132,7 +133,7 @@ type Pacer struct {
 	// InitialWindow is how many attempts a key that is new to the Pacer
 	// may have unanswered at once, in slow start (see above). Zero means
 	// 10; a negative value turns slow start off, so that nothing waits
-	// before the key engages (see suspect).
+	// before the key engages (see "Idle until clearly throttled" above).
 	InitialWindow int
 
 	// MaxKeys is the most keys the Pacer remembers while they are not in
@@ -148,7 +149,7 @@ type Pacer struct {
 
 	keys    keyTable
 	cfgOnce sync.Once
-	cfg     config
+	cfg     pacecore.Config
 
 	// Seams for tests: the clock, the sleep, and time.AfterFunc for slow
 	// start's time limit. Nil means the real ones.
@@ -286,14 +287,14 @@ func (t *idleTurn) Abandon() {
 }
 
 // config returns the settings the keys decide with, read at first use.
-func (p *Pacer) config() *config {
+func (p *Pacer) config() *pacecore.Config {
 	p.cfgOnce.Do(func() {
-		p.cfg = config{adapt: p.Adapt, minRate: defaultMinRate, initialWindow: p.InitialWindow}
+		p.cfg = pacecore.Config{Adapt: pacecore.Adapt(p.Adapt), MinRate: pacecore.DefaultMinRate, InitialWindow: p.InitialWindow}
 		if p.MinRate > 0 {
-			p.cfg.minRate = p.MinRate
+			p.cfg.MinRate = p.MinRate
 		}
 		if p.InitialWindow == 0 {
-			p.cfg.initialWindow = defaultInitialWindow
+			p.cfg.InitialWindow = pacecore.DefaultInitialWindow
 		}
 	})
 	return &p.cfg
@@ -323,5 +324,5 @@ func (p *Pacer) Rate(key string) (float64, bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.st.rate.fill, true
+	return s.st.Rate(), true
 }

@@ -77,7 +77,7 @@ func TestTransportPacesAfterThrottle(t *testing.T) {
 	// the next request one more.
 	r, engaged := p.Rate(host(srv))
 	require.True(t, engaged)
-	assert.InDelta(t, cubicBeta*float64(coldRefusalsToEngage)*100, r, 1e-9)
+	assert.InDelta(t, 0.7*float64(coldRefusalsToEngage)*100, r, 1e-9) // AdaptCubic keeps 0.7
 	_, err = get(t, rt, context.Background(), srv.URL)
 	require.NoError(t, err)
 	assert.EqualValues(t, coldRefusalsToEngage+2, n.Load())
@@ -207,7 +207,7 @@ func TestTransportSlowStart(t *testing.T) {
 	<-arrived
 	<-arrived
 	st := p.state(hostRequest(t, host(srv)))
-	waitFor(t, st, func() bool { return st.st.start.waiting == 3 })
+	waitFor(t, st, func() bool { _, _, w := st.st.Window(); return w == 3 })
 	assert.Len(t, arrived, 0, "no third attempt before an answer")
 	close(release)
 	for i := 0; i < 5; i++ {

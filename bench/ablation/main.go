@@ -1,7 +1,8 @@
 // Ablation finds what each of the Pacer's mechanisms buys: for each, a
 // copy of the repository at HEAD with that mechanism turned off (one
-// condition made false), the pace package's tests and the simulation
-// report run on it, against the same copy unchanged. It prints, per
+// condition made false in internal/pacecore), the tests of the core and
+// of package pace and the simulation report run on it, against the same
+// copy unchanged. It prints, per
 // mechanism, the tests that fail, the report's assertions that fail and
 // how many of the report's lines move, and with -diff the lines that
 // moved.
@@ -28,7 +29,8 @@ import (
 	"text/tabwriter"
 )
 
-// edit replaces old, which must occur once in pace/file, by new.
+// edit replaces old, which must occur once in internal/pacecore/file,
+// by new.
 type edit struct{ file, old, new string }
 
 // mechanism is one rule of the Pacer and the edits that turn it off.
@@ -53,7 +55,7 @@ var mechanisms = []mechanism{
 	{"hold", "before any success, cuts stop at outageShare of the first and hold", []edit{
 		{"ratecurve.go", "\tcase next < outageShare*s.outage.base:", "\tcase false && next < outageShare*s.outage.base:"}}},
 	{"quiet", "a quiet spell of an idle key forgets the rates measured before", []edit{
-		{"meter.go", "case elapsed >= quietTime && !s.engaged():", "case false && elapsed >= quietTime && !s.engaged():"}}},
+		{"meter.go", "case elapsed >= quietTime && !s.Engaged():", "case false && elapsed >= quietTime && !s.Engaged():"}}},
 	{"tooearly", "a throttle too early in its bucket to read a share waits for one", []edit{
 		{"engage.go", "return !read && share <= shedMaxShare", "return false && !read && share <= shedMaxShare"}}},
 	{"coldsuspicion", "a new key's CUSUM starts three refusals from the alarm", []edit{
@@ -65,15 +67,15 @@ var mechanisms = []mechanism{
 	{"idleshare", "the refusal share of an idle key's buckets is remembered", []edit{
 		{"shedding.go", "func (sh *shedding) idleBucket(okN, refused int64) {\n", "func (sh *shedding) idleBucket(okN, refused int64) {\n\tif true {\n\t\treturn\n\t}\n"}}},
 	{"moderatecut", "a moderate first cut measures over minElapsedModerate", []edit{
-		{"ratecurve.go", "\tcase !s.engaged() && share <= shedMaxShare:", "\tcase false && !s.engaged() && share <= shedMaxShare:"}}},
+		{"ratecurve.go", "\tcase !s.Engaged() && share <= shedMaxShare:", "\tcase false && !s.Engaged() && share <= shedMaxShare:"}}},
 	{"deepen", "an undecided test is tried again at a lower rate", []edit{
 		{"observe.go", "\t\t\tif !s.shed.deep {", "\t\t\tif false && !s.shed.deep {"}}},
 	{"shedtest", "the test of shedding: refusals that do not depend on the rate", []edit{
 		{"shedtest.go", "\tif !sh.testing(s) || sh.loN == 0 || !s.paceHolds(now) {", "\tif true || !sh.testing(s) || sh.loN == 0 || !s.paceHolds(now) {"}}},
 	{"noise", "a throttle at the share already found independent is noise", []edit{
-		{"shedding.go", "func (sh *shedding) noise(s *keyState) bool {\n\tif sh.share == 0 {", "func (sh *shedding) noise(s *keyState) bool {\n\tif true || sh.share == 0 {"}}},
+		{"shedding.go", "func (sh *shedding) noise(s *State) bool {\n\tif sh.share == 0 {", "func (sh *shedding) noise(s *keyState) bool {\n\tif true || sh.share == 0 {"}}},
 	{"capacity", "cuts are floored at acceptedShare of the accepted rate", []edit{
-		{"ratecurve.go", "\tcase !s.engaged() && c > 0:", "\tcase false && !s.engaged() && c > 0:"},
+		{"ratecurve.go", "\tcase !s.Engaged() && c > 0:", "\tcase false && !s.Engaged() && c > 0:"},
 		{"ratecurve.go", "\tcase c > 0:\n", "\tcase false && c > 0:\n"}}},
 	{"testsuccess", "successes end a test's stage early when the share fell", []edit{
 		{"shedtest.go", "\tsh := &s.shed\n\tif !sh.testing(s) {\n\t\treturn\n\t}\n\thi := stoppedShare", "\tsh := &s.shed\n\tif true || !sh.testing(s) {\n\t\treturn\n\t}\n\thi := stoppedShare"}}},
@@ -168,21 +170,21 @@ func measure(root string, m mechanism) (result, error) {
 		return result{}, fmt.Errorf("tar: %w", err)
 	}
 	for _, e := range m.edits {
-		p := filepath.Join(dir, "pace", e.file)
+		p := filepath.Join(dir, "internal", "pacecore", e.file)
 		src, err := os.ReadFile(p)
 		if err != nil {
 			return result{}, err
 		}
 		if n := bytes.Count(src, []byte(e.old)); n != 1 {
-			return result{}, fmt.Errorf("%s: %d matches in pace/%s of %q", m.name, n, e.file, e.old)
+			return result{}, fmt.Errorf("%s: %d matches in internal/pacecore/%s of %q", m.name, n, e.file, e.old)
 		}
 		if err := os.WriteFile(p, bytes.Replace(src, []byte(e.old), []byte(e.new), 1), 0o644); err != nil {
 			return result{}, err
 		}
 	}
 	// The tests fail by design here: their output is the measure.
-	unit, _ := output(dir, false, "go", "test", "./pace", "-count=1")
-	sim, _ := output(dir, true, "go", "test", "./pace", "-count=1", "-run", "TestSimReport", "-v", "-timeout", "30m")
+	unit, _ := output(dir, false, "go", "test", "./internal/pacecore", "./pace", "-count=1")
+	sim, _ := output(dir, true, "go", "test", "./internal/pacecore", "-count=1", "-run", "TestSimReport", "-v", "-timeout", "30m")
 	r := result{report: map[string]string{}}
 	for l := range strings.Lines(unit) {
 		if f := failLine.FindStringSubmatch(l); f != nil {

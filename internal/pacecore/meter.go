@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"math"
@@ -6,7 +6,7 @@ import (
 )
 
 // meter measures the rates the key is sent and accepted at, in buckets of
-// bucketWidth.
+// BucketWidth.
 type meter struct {
 	okOnce     bool  // a success has been seen
 	sent       int64 // attempts sent in the current bucket
@@ -26,7 +26,7 @@ type meter struct {
 	// none since (a key engaged by a server's hint has not drained it).
 	drained                   time.Time
 	drainedOK, drainedRefused int64
-	// suspicion is the idle key's CUSUM (see keyState.suspect), +Inf
+	// suspicion is the idle key's CUSUM (see State.suspect), +Inf
 	// after a restart, and suspectOK the current bucket's successes it
 	// has weighed.
 	suspicion float64
@@ -93,14 +93,14 @@ func (m *meter) weigh(okN int64) {
 
 // measure folds the attempts sent in each half-second bucket that has
 // ended into the smoothed sending rate.
-func (s *keyState) measure(now time.Time) {
+func (s *State) measure(now time.Time) {
 	if s.meter.bucket.IsZero() {
 		s.meter.bucket = now
 	}
-	if elapsed := now.Sub(s.meter.bucket); elapsed >= bucketWidth {
+	if elapsed := now.Sub(s.meter.bucket); elapsed >= BucketWidth {
 		sec := elapsed.Seconds()
 		okN, refused := s.meter.takeOK(), s.meter.refused
-		if !s.engaged() {
+		if !s.Engaged() {
 			s.meter.weigh(okN - s.meter.suspectOK)
 			s.shed.idleBucket(okN, refused)
 		}
@@ -109,7 +109,7 @@ func (s *keyState) measure(now time.Time) {
 		s.meter.lastOK, s.meter.lastRefused = okN, refused
 		sent, ok := float64(s.meter.takeSent())/sec, float64(okN)/sec
 		switch {
-		case elapsed >= quietTime && !s.engaged():
+		case elapsed >= quietTime && !s.Engaged():
 			// No answer for quietTime: the key was quiet, and what it
 			// sends next is no continuation of the rate before. Folded
 			// in, the quiet bucket would pull the rate down to a fraction
@@ -132,7 +132,7 @@ func (s *keyState) measure(now time.Time) {
 // success there changes nothing but the count (see answer), and the
 // Pacer's entry counts it without the lock.
 func (m *meter) inBucket(now time.Time) bool {
-	return !m.bucket.IsZero() && now.Before(m.bucket.Add(bucketWidth))
+	return !m.bucket.IsZero() && now.Before(m.bucket.Add(BucketWidth))
 }
 
 // acceptedRate returns the rate of successes: the smoothed rate, or the
@@ -151,7 +151,7 @@ func (m *meter) inBucket(now time.Time) bool {
 // client refused at random is not bounded so: cut to the share accepted
 // since its first throttle, it would be cut again and again (see
 // shedding).
-func (s *keyState) acceptedRate(now time.Time) float64 {
+func (s *State) acceptedRate(now time.Time) float64 {
 	m := &s.meter
 	c := m.accepted
 	if n := m.ok; n >= minSamples {

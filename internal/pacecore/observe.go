@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"time"
@@ -7,27 +7,27 @@ import (
 )
 
 // answer updates the key's rate after the outcome of an attempt paced at
-// the rate of generation ev.gen (0: not paced), and gives back its
-// slow-start slot if it held one. A success is counted (ev.ok) by the
+// the rate of generation ev.Gen (0: not paced), and gives back its
+// slow-start slot if it held one. A success is counted (ev.OK) by the
 // time it is answered.
-func (s *keyState) answer(now time.Time, ev event) {
-	class := ev.class
-	if ev.slot {
+func (s *State) answer(now time.Time, ev Event) {
+	class := ev.Class
+	if ev.Slot {
 		// After learning from the outcome: a throttle has ended slow
 		// start by then, and the attempts that waited for a slot go on
 		// to wait for turns. Any answer of a working server opens the
 		// window (a 404 is one); a throttle, an outage or a transport
 		// error does not.
-		defer s.release(class == retry.Success || class == retry.Permanent && ev.answered)
+		defer s.release(class == retry.Success || class == retry.Permanent && ev.Answered)
 	}
 	if class != retry.Throttled && class != retry.Success {
 		return // neither says anything about the server's rate limit
 	}
-	if class == retry.Throttled && !ev.forRate {
+	if class == retry.Throttled && !ev.ForRate {
 		return // refused, but not for the rate
 	}
-	pause, hinted, gen := ev.wait, ev.hinted, ev.gen
-	if class == retry.Success && !hinted && !s.engaged() {
+	pause, hinted, gen := ev.Wait, ev.Hinted, ev.Gen
+	if class == retry.Success && !hinted && !s.Engaged() {
 		if !s.meter.inBucket(now) {
 			s.measure(now)
 		}
@@ -49,30 +49,30 @@ func (s *keyState) answer(now time.Time, ev event) {
 	switch {
 	case class == retry.Throttled:
 		s.throttle(now, hinted, gen)
-	case s.engaged():
+	case s.Engaged():
 		s.success(now)
 	}
 	if hinted && pause > 0 {
-		s.pause(now, pause, s.cfg.minRate)
+		s.pause(now, pause, s.cfg.MinRate)
 	}
 }
 
 // throttle decides what a throttle of an attempt paced at generation gen
 // does, by the key's mode.
-func (s *keyState) throttle(now time.Time, hinted bool, gen uint64) {
+func (s *State) throttle(now time.Time, hinted bool, gen uint64) {
 	switch {
-	case s.mode == modeHeld:
+	case s.mode == ModeHeld:
 		// Refused again and again, nothing accepted: an outage, or a
 		// quota spent. Cutting on would learn nothing and, with every
 		// turn pushed far out, fail the waiting requests on their
 		// deadlines; the rate in force probes until a success.
-	case !hinted && s.shed.noise(s) && !(s.engaged() && s.shed.testing(s)):
+	case !hinted && s.shed.noise(s) && !(s.Engaged() && s.shed.testing(s)):
 		// Refused no more often than the share found not to depend on
 		// the rate: pacing, or pacing slower, would not help. This
 		// holds for the attempts paced before the key went idle too,
 		// but not while a test of shedding is under way: it weighs
 		// these refusals, and would hold, undecided, without them.
-	case !s.engaged():
+	case !s.Engaged():
 		// Idle (or in slow start): a server's hint engages the key at
 		// once. Otherwise suspect weighs every throttle that is not
 		// noise, and the key engages only once the answers say it is
@@ -83,7 +83,7 @@ func (s *keyState) throttle(now time.Time, hinted bool, gen uint64) {
 		// the attempt is retried as it would be without a Pacer (see
 		// suspect and tooEarly).
 		if hinted || s.suspect() && !s.tooEarly() {
-			s.throttled(now, s.cfg.adapt, s.cfg.minRate)
+			s.throttled(now, s.cfg.Adapt, s.cfg.MinRate)
 		}
 	case gen != s.sched.gen:
 		// Paced, but the attempt was not paced at the rate in force: it
@@ -96,29 +96,29 @@ func (s *keyState) throttle(now time.Time, hinted bool, gen uint64) {
 		case shedIndependent:
 			if !s.shed.deep {
 				// As often at the low rate: once more, lower.
-				s.deepen(now, s.cfg.minRate)
+				s.deepen(now, s.cfg.MinRate)
 				break
 			}
 			// Refused as often at two lower rates: not a rate limit.
 			s.disengage(now)
 		case shedCut:
-			s.throttled(now, s.cfg.adapt, s.cfg.minRate)
+			s.throttled(now, s.cfg.Adapt, s.cfg.MinRate)
 		}
 	}
 }
 
 // success grows an engaged key's rate back after a success, or restarts
 // the key when the success ends an outage.
-func (s *keyState) success(now time.Time) {
+func (s *State) success(now time.Time) {
 	if s.outageOver(now) {
-		s.restart(now, s.cfg.initialWindow) // see restart
+		s.restart(now, s.cfg.InitialWindow) // see restart
 		return
 	}
 	if s.silenceOver() {
-		s.resume(now, s.cfg.adapt, s.cfg.minRate)
+		s.resume(now, s.cfg.Adapt, s.cfg.MinRate)
 	}
-	s.testSuccess(now, s.cfg.minRate)
-	s.succeeded(now, s.cfg.adapt, s.cfg.minRate)
+	s.testSuccess(now, s.cfg.MinRate)
+	s.succeeded(now, s.cfg.Adapt, s.cfg.MinRate)
 	s.outage.lastOK, s.outage.cutsSinceOK = now, 0
 	s.endHold()
 	s.outage.refusedSinceOK = 0

@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import "math"
 

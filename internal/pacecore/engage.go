@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"math"
@@ -12,7 +12,7 @@ import (
 // over minElapsed, not one), and no more than shedMaxShare of those
 // refused. A burst's refusals soon pass shedMaxShare of the answers,
 // and engage the key as before.
-func (s *keyState) tooEarly() bool {
+func (s *State) tooEarly() bool {
 	share, read := s.meter.answeredShare()
 	return !read && share <= shedMaxShare
 }
@@ -35,7 +35,7 @@ func (s *keyState) tooEarly() bool {
 // from where the key last went idle, and a success after a long calm
 // holds it at zero: a limit reached after it, a fixed window's quota
 // spent, is weighed from its first refusal.
-func (s *keyState) suspect() bool {
+func (s *State) suspect() bool {
 	s.meter.weigh(s.meter.ok - s.meter.suspectOK)
 	s.meter.suspectOK = s.meter.ok
 	s.meter.suspicion += math.Log(engageHigh / engageLow)
@@ -44,8 +44,8 @@ func (s *keyState) suspect() bool {
 
 // idle returns the key to not engaged: the turns handed out are void, and
 // the rate, its curve and the chain of cuts are forgotten.
-func (s *keyState) idle() {
-	s.mode = modeIdle
+func (s *State) idle() {
+	s.mode = ModeIdle
 	s.void()
 	s.sched.next, s.rate.fill, s.sched.interval = time.Time{}, 0, 0
 	s.rate.lastMax, s.rate.cutTo, s.rate.window, s.sched.granted = 0, 0, 0, 0

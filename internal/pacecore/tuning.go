@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"math"
@@ -16,16 +16,16 @@ const (
 	aimdCut    = 0.5 // rate kept on an AIMD cut: TCP Reno's halving
 
 	// Defaults of the settings.
-	defaultMinRate       = 0.5 // MinRate: one attempt in 2 s keeps a key probing
-	defaultInitialWindow = 10  // InitialWindow: TCP's initial window (RFC 6928)
+	DefaultMinRate       = 0.5 // MinRate: one attempt in 2 s keeps a key probing
+	DefaultInitialWindow = 10  // InitialWindow: TCP's initial window (RFC 6928)
 
 	// Slow start.
-	slowStartLimit = time.Second // longest in slow start: slots held by answers that never come must not hold the others longer
+	SlowStartLimit = time.Second // longest in slow start: slots held by answers that never come must not hold the others longer
 
 	// The meter: the sending and accepted rates.
-	bucketWidth = 500 * time.Millisecond // the period a rate is measured over: a few round trips, short enough to follow a burst
+	BucketWidth = 500 * time.Millisecond // the period a rate is measured over: a few round trips, short enough to follow a burst
 	smoothing   = 0.8                    // weight of the newest bucket in the smoothed rates: the last second dominates
-	quietTime   = 4 * bucketWidth        // no answer for this long ends an idle key's rates: what it sends next is no continuation
+	quietTime   = 4 * BucketWidth        // no answer for this long ends an idle key's rates: what it sends next is no continuation
 	minSamples  = 8                      // fewest successes a bucket's own rate is read from (a count of 8 is known to ±35 %)
 	minElapsed  = 10 * time.Millisecond  // shortest time a rate is read over: a cold burst's answers come within it
 	// minElapsedModerate is minElapsed for a first cut with few refused:
@@ -34,7 +34,7 @@ const (
 
 	// The capacity: what the server accepts while it refuses.
 	acceptedShare = 0.9             // a cut stops at this share of the accepted rate: just below capacity, so jitter does not collide
-	drainWindow   = 2 * bucketWidth // how long after the first throttle the successes since bound the accepted rate: a burst's fade
+	drainWindow   = 2 * BucketWidth // how long after the first throttle the successes since bound the accepted rate: a burst's fade
 	drainedShare  = 0.75            // share refused since that throttle that keeps the bound: far above a limit, not shed at random
 	growthLimit   = 1.25            // the rate grows to at most this times what the client sends: no credit for rates never tried
 	regrant       = 1.1             // growth past this times the turns' rate voids them: slow turns must not outlive the rate

@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-jitter/retry/internal/pacesim"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -16,7 +17,7 @@ import (
 // shedding, rate limits with and without a burst, and both at once. It
 // takes about ten seconds, so it runs only when asked:
 //
-//	PACE_SIM_REPORT=1 go test ./pace -run TestSimReport -v
+//	PACE_SIM_REPORT=1 go test ./internal/pacecore -run TestSimReport -v
 //
 // Each line is one scenario and algorithm (a0 CUBIC, a1 AIMD). It fails
 // where the report's headline figures regress: a key refused far more
@@ -31,7 +32,7 @@ func TestSimReport(t *testing.T) {
 	q := func(d []time.Duration, f float64) time.Duration {
 		return d[int(f*float64(len(d)-1))].Round(time.Millisecond)
 	}
-	adapts := []Adapt{AdaptCubic, AdaptAIMD}
+	adapts := []Adapt{Cubic, AIMD}
 	// One queue at 1000/s, no slow start, 6000 attempts: "slow" is over
 	// 10 s, against 6 s unpaced.
 	for _, adapt := range adapts {
@@ -39,9 +40,9 @@ func TestSimReport(t *testing.T) {
 			var ends []time.Duration
 			slow := 0
 			for seed := uint64(0); seed < 300; seed++ {
-				p := &Pacer{InitialWindow: -1, Adapt: adapt}
-				srv := &simServer{shed: shed, rnd: rand.New(rand.NewPCG(seed, 77))}
-				end, _, _ := simRun(t, p, srv, pacerEpoch, 1000, 6000)
+				p := &testPacer{InitialWindow: -1, Adapt: adapt}
+				srv := &pacesim.Server{Shed: shed, Rnd: rand.New(rand.NewPCG(seed, 77))}
+				end, _, _ := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, pacerEpoch, 1000, 6000)
 				ends = append(ends, end.Sub(pacerEpoch))
 				if end.Sub(pacerEpoch) > 10*time.Second {
 					slow++
@@ -56,9 +57,9 @@ func TestSimReport(t *testing.T) {
 		for _, shed := range []float64{0.1, 0.25, 0.4} {
 			var ends []time.Duration
 			for seed := uint64(0); seed < 300; seed++ {
-				p := &Pacer{InitialWindow: -1, Adapt: adapt}
-				srv := &simServer{shed: shed, rnd: rand.New(rand.NewPCG(seed, 78))}
-				end, _ := simClients(t, p, srv, 40, 600, time.Millisecond, rand.New(rand.NewPCG(seed, 79)))
+				p := &testPacer{InitialWindow: -1, Adapt: adapt}
+				srv := &pacesim.Server{Shed: shed, Rnd: rand.New(rand.NewPCG(seed, 78))}
+				end, _ := pacesim.Clients(t, p.state(hostRequest(t, "api.example")), srv, 40, 600, time.Millisecond, rand.New(rand.NewPCG(seed, 79)))
 				ends = append(ends, end.Sub(pacerEpoch))
 			}
 			slices.Sort(ends)
@@ -89,10 +90,10 @@ func TestSimReport(t *testing.T) {
 			var ends []time.Duration
 			bad := 0
 			for seed := uint64(0); seed < 100; seed++ {
-				p := &Pacer{InitialWindow: -1, Adapt: adapt}
+				p := &testPacer{InitialWindow: -1, Adapt: adapt}
 				rtt := l.rtts[int(seed)%len(l.rtts)]
-				srv := &simServer{rate: l.rate, burst: l.burst, shed: l.shed, lag: rtt / 2, rnd: rand.New(rand.NewPCG(seed, 80))}
-				end, k := simClients(t, p, srv, l.clients, l.n, rtt, rand.New(rand.NewPCG(seed, 81)))
+				srv := &pacesim.Server{Rate: l.rate, Burst: l.burst, Shed: l.shed, Lag: rtt / 2, Rnd: rand.New(rand.NewPCG(seed, 80))}
+				end, k := pacesim.Clients(t, p.state(hostRequest(t, "api.example")), srv, l.clients, l.n, rtt, rand.New(rand.NewPCG(seed, 81)))
 				refs = append(refs, k)
 				ends = append(ends, end.Sub(pacerEpoch))
 				if k > l.bad {
@@ -112,12 +113,12 @@ func TestSimReport(t *testing.T) {
 		var tooks []time.Duration
 		slow := 0
 		for seed := uint64(0); seed < 100; seed++ {
-			p := &Pacer{InitialWindow: -1, Adapt: adapt}
-			srv := &simServer{shed: 0.1, rnd: rand.New(rand.NewPCG(seed, 5))}
-			end, _, _ := simRun(t, p, srv, pacerEpoch, 1000, 3000)
-			srv.rate = 100
+			p := &testPacer{InitialWindow: -1, Adapt: adapt}
+			srv := &pacesim.Server{Shed: 0.1, Rnd: rand.New(rand.NewPCG(seed, 5))}
+			end, _, _ := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, pacerEpoch, 1000, 3000)
+			srv.Rate = 100
 			start := end
-			end, refused, _ := simRun(t, p, srv, end, 1000, 1000)
+			end, refused, _ := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, end, 1000, 1000)
 			tooks = append(tooks, end.Sub(start))
 			if end.Sub(start) >= 20*time.Second || refused >= 300 {
 				slow++

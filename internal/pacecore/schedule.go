@@ -1,8 +1,8 @@
-package pace
+package pacecore
 
 import "time"
 
-// schedule hands out the turns (see keyState.reserve).
+// schedule hands out the turns (see State.reserve).
 type schedule struct {
 	gen      uint64        // the turns' generation: +1 whenever they are void (see void)
 	next     time.Time     // when the next turn is due
@@ -36,14 +36,14 @@ type schedule struct {
 // refusal, faster than it drained, until every wait was past every
 // deadline.
 //
-// While the key is held (modeHeld), the wait is no forecast: the rate
+// While the key is held (ModeHeld), the wait is no forecast: the rate
 // held is a probe's, and the first success restarts the key in slow
 // start. A wait past the deadline is then not refused, nor does it take
 // a turn: the attempt waits for the hold to end (held). Refused, such
 // attempts would fail within an outage far shorter than their deadlines.
-func (s *keyState) reserve(now, deadline time.Time) grant {
-	if !s.engaged() {
-		return grant{}
+func (s *State) reserve(now, deadline time.Time) Grant {
+	if !s.Engaged() {
+		return Grant{}
 	}
 	start := now
 	if s.sched.paused.After(start) {
@@ -52,20 +52,20 @@ func (s *keyState) reserve(now, deadline time.Time) grant {
 	if s.sched.next.After(start) {
 		start = s.sched.next
 	}
-	g := grant{turn: start.Sub(now)}
+	g := Grant{Turn: start.Sub(now)}
 	if !deadline.IsZero() && start.After(now) && start.After(deadline) {
-		g.held, g.refused = s.mode == modeHeld, s.mode != modeHeld
+		g.Held, g.Refused = s.mode == ModeHeld, s.mode != ModeHeld
 		return g
 	}
 	s.sched.next = start.Add(s.sched.interval)
-	g.paced, g.at, g.next, g.gen = true, start, s.sched.next, s.sched.gen
+	g.Paced, g.At, g.Next, g.Gen = true, start, s.sched.next, s.sched.gen
 	return g
 }
 
 // reschedule voids the turns handed out so far and starts the schedule
 // again at the rate in force, one interval from now (after a throttle,
 // the server has just said it is over its limit).
-func (s *keyState) reschedule(now time.Time) {
+func (s *State) reschedule(now time.Time) {
 	s.void()
 	s.sched.granted = s.rate.fill
 	s.sched.next = now.Add(s.sched.interval)
@@ -73,26 +73,26 @@ func (s *keyState) reschedule(now time.Time) {
 
 // setRate sets the rate of the turns handed out from now on, and engages
 // the key.
-func (s *keyState) setRate(r, minRate float64) {
+func (s *State) setRate(r, minRate float64) {
 	r = max(r, minRate)
 	s.rate.fill = r
 	s.sched.interval = time.Duration(float64(time.Second) / r)
 	s.leaveSlowStart()
-	if !s.engaged() {
-		s.mode = modePaced
+	if !s.Engaged() {
+		s.mode = ModePaced
 	}
 }
 
 // void makes the turns handed out so far void: their attempts wake to
 // take new ones.
-func (s *keyState) void() {
+func (s *State) void() {
 	s.sched.gen++
-	s.fx.void = true
+	s.fx.Void = true
 }
 
 // pause keeps every attempt of the key from being sent before now+d.
-func (s *keyState) pause(now time.Time, d time.Duration, minRate float64) {
-	if !s.engaged() {
+func (s *State) pause(now time.Time, d time.Duration, minRate float64) {
+	if !s.Engaged() {
 		// The rate the client was sending at: smoothed, or over the
 		// bucket so far (minElapsed at least), as a first cut reads it.
 		// Smoothed alone it is 0 over a key's first bucket, and a quota

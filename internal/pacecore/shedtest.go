@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"math"
@@ -15,7 +15,7 @@ import (
 // found there. Judged only at refusals, a limit under the low rate
 // refuses nothing there, and the test would hold a client at that rate
 // for as long as the limit holds.
-func (s *keyState) testSuccess(now time.Time, minRate float64) {
+func (s *State) testSuccess(now time.Time, minRate float64) {
 	sh := &s.shed
 	if !sh.testing(s) {
 		return
@@ -49,7 +49,7 @@ func (s *keyState) testSuccess(now time.Time, minRate float64) {
 // count as hundreds a second; over the stage (weighed once it has lasted
 // paceSpan attempts' time at the rate in force), a burst weighs what it
 // is worth.
-func (s *keyState) paceHolds(now time.Time) bool {
+func (s *State) paceHolds(now time.Time) bool {
 	fill := s.rate.fill
 	if fill <= 0 {
 		return true
@@ -79,7 +79,7 @@ func (s *keyState) paceHolds(now time.Time) bool {
 // again (see test). The curve starts from the new rate, where the first
 // cut's would soon have grown back above it, and the curve before is
 // saved for a limit found below it (see testSuccess).
-func (s *keyState) deepen(now time.Time, minRate float64) {
+func (s *State) deepen(now time.Time, minRate float64) {
 	sh := &s.shed
 	lo := float64(sh.loK) / float64(sh.loN)
 	to := max(acceptedShare*(1-lo)*s.rate.fill, shedDeepFloor*s.rate.fill, minRate)
@@ -104,14 +104,14 @@ const (
 // chain's low rate, throttles refused at about the share of the chain's
 // first cut are held, without a cut, until shedMinRefusals show the share
 // did not fall: the refusals may be independent of the rate (the first
-// stage: the caller goes on to the second, see keyState.deepen), or are
+// stage: the caller goes on to the second, see State.deepen), or are
 // (the second). A share clearly higher or lower, by a binomial test at
 // shedSignificance, is a limit's: the chain ends and the throttle cuts;
 // so does a share undecided for shedMaxRefusals refusals. Both shares
 // are counted without the refusal that stopped their count (see
 // stoppedShare). The throttle is of an attempt paced at the rate in
 // force, outside an outage's hold.
-func (sh *shedding) test(s *keyState, now time.Time) int {
+func (sh *shedding) test(s *State, now time.Time) int {
 	if !sh.testing(s) || sh.loN == 0 || !s.paceHolds(now) {
 		return shedCut
 	}
@@ -150,7 +150,7 @@ func (sh *shedding) test(s *keyState, now time.Time) int {
 // the time, ends undecided and cuts, and the next chain begins lower:
 // the rate collapses. So far below its origin, a limit's share is a
 // burst's, near 1, or small.
-func (sh *shedding) maxShare(s *keyState) float64 {
+func (sh *shedding) maxShare(s *State) float64 {
 	if sh.origin > 0 && s.rate.fill < collapseDepth*sh.origin {
 		return collapseShare
 	}
@@ -187,7 +187,7 @@ func (sh *shedding) hiError(hi float64) float64 {
 
 // disengage returns the key to idle, its refusals found not to depend on
 // its rate; the attempts waiting for turns go on at once.
-func (s *keyState) disengage(now time.Time) {
+func (s *State) disengage(now time.Time) {
 	// The share at the low rate, that of the whole chain if twice as
 	// high: a limit's refusals too may have been in the chain's first.
 	lo := float64(s.shed.loK) / float64(s.shed.loN)

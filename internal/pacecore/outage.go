@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"math"
@@ -28,7 +28,7 @@ type outage struct {
 // refusals or more in a row, silenceCuts of them cuts or more. Not while
 // a test of shedding is under way: its stage holds the rate (see
 // testSuccess).
-func (s *keyState) silenceOver() bool {
+func (s *State) silenceOver() bool {
 	return s.outage.cutsSinceOK >= silenceCuts && s.outage.refusedSinceOK >= silenceRefusals && !s.shed.testing(s)
 }
 
@@ -48,7 +48,7 @@ func (s *keyState) silenceOver() bool {
 // next silence, one success long, counts too few successes (minSamples)
 // to resume from, and its cuts go on. An outage's end is outageOver's:
 // the key starts again.
-func (s *keyState) resume(now time.Time, adapt Adapt, minRate float64) {
+func (s *State) resume(now time.Time, adapt Adapt, minRate float64) {
 	d, ok := now.Sub(s.outage.cycleStart).Seconds(), s.outage.cycleOK
 	s.outage.cycleStart, s.outage.cycleOK = now, 0
 	if d <= 0 || ok < minSamples {
@@ -75,7 +75,7 @@ func (s *keyState) resume(now time.Time, adapt Adapt, minRate float64) {
 // (callers backing off after a refusal), and restarting would forget
 // the limit. In an outage, the attempts paced after the first cut are
 // refused too, and cut again.
-func (s *keyState) outageOver(now time.Time) bool {
+func (s *State) outageOver(now time.Time) bool {
 	gap := now.Sub(s.outage.lastOK)
 	switch {
 	case gap < outageTime || s.outage.cutsSinceOK < 2:
@@ -90,7 +90,7 @@ func (s *keyState) outageOver(now time.Time) bool {
 // for a while), the rate it was cut to says nothing about the server that
 // answers again, and growing back from it would take minutes. The key
 // starts afresh, in slow start, as a new one would.
-func (s *keyState) restart(now time.Time, initialWindow int) {
+func (s *State) restart(now time.Time, initialWindow int) {
 	s.idle()
 	// Rates measured in the outage are not the server's either.
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
@@ -104,20 +104,20 @@ func (s *keyState) restart(now time.Time, initialWindow int) {
 	s.meter.bucket = now
 	if initialWindow > 0 {
 		s.start.slots = initialWindow
-		if s.start.armed {
-			s.fx.stopLimit = true
+		if !s.start.began.IsZero() {
+			s.fx.StopLimit = true
 		}
-		s.start.armed = false // a new time limit from the next attempt
+		s.start.began = time.Time{} // a new time limit from the next attempt
 		s.start.round++
-		s.mode = modeSlowStart
+		s.mode = ModeSlowStart
 	}
 }
 
 // endHold ends the hold of the rate (see throttled), and the waits for
 // it.
-func (s *keyState) endHold() {
-	if s.mode == modeHeld {
-		s.mode = modePaced
+func (s *State) endHold() {
+	if s.mode == ModeHeld {
+		s.mode = ModePaced
 	}
-	s.fx.unhold = true
+	s.fx.Unhold = true
 }

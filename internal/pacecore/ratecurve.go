@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"math"
@@ -60,7 +60,7 @@ func (r *rateCurve) learn(base float64, engaged, afterOK bool, t float64, adapt 
 // seconds back to top, AIMD's grows from cutTo.
 func (r *rateCurve) aim(top, from, minRate float64, now time.Time, adapt Adapt) {
 	r.lastMax, r.lastCut, r.cutTo = top, now, max(from, minRate)
-	if adapt == AdaptCubic {
+	if adapt == Cubic {
 		r.window = math.Cbrt(max(top-from, 0) / cubicScale)
 	}
 }
@@ -85,20 +85,20 @@ func (r *rateCurve) reach(adapt Adapt) float64 {
 	if r.cutTo >= p {
 		return 0
 	}
-	if adapt == AdaptAIMD {
+	if adapt == AIMD {
 		return p - r.cutTo // one request per second per second
 	}
 	return max(r.window+math.Cbrt((p-r.lastMax)/cubicScale), 0)
 }
 
 // throttled cuts the rate below the rate the client was sending at.
-func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
+func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// Engaged, the rate in force is what the server refused. Before, it
 	// is the rate the client was measured sending at; throttled before a
 	// whole bucket was measured, the attempts sent so far, over at least
 	// minElapsed (minElapsedModerate for a moderate share), estimate it.
 	base, share := s.rate.fill, 1.0
-	if !s.engaged() {
+	if !s.Engaged() {
 		defer s.meter.drain(now)
 		// The successes so far begin the first cycle (see resume).
 		s.outage.cycleStart, s.outage.cycleOK = s.meter.bucket, s.meter.ok
@@ -118,7 +118,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		}
 	}
 	s.shed.cut(s, base, now)
-	s.rate.learn(base, s.engaged(), s.outage.cutsSinceOK == 0, now.Sub(s.rate.lastCut).Seconds(), adapt)
+	s.rate.learn(base, s.Engaged(), s.outage.cutsSinceOK == 0, now.Sub(s.rate.lastCut).Seconds(), adapt)
 	if s.outage.cutsSinceOK == 0 {
 		// The first cut of a streak: what came before tells an outage's
 		// silence from a limit's pauses (see outageOver).
@@ -128,7 +128,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	s.void()
 	var next float64
 	switch adapt {
-	case AdaptAIMD:
+	case AIMD:
 		next = base * aimdCut
 	default:
 		next = base * cubicBeta
@@ -137,7 +137,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// refused, the rate at which it is still accepted measures it (as
 	// BBR takes the delivery rate for the bottleneck's).
 	switch c := s.acceptedRate(now); {
-	case !s.engaged() && share <= shedMaxShare:
+	case !s.Engaged() && share <= shedMaxShare:
 		// Few of the answers refused, and the server keeping up: the
 		// client is near the server's capacity, or refused at random
 		// (see shedding), not far above a limit. A limit is then at
@@ -152,7 +152,7 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// would ever be at or below the low rate, and the test would
 		// never weigh an outcome.
 		s.shed.lowRate = max(next, minRate)
-	case !s.engaged() && c > 0:
+	case !s.Engaged() && c > 0:
 		// The first cut goes at least that far: from the burst of a
 		// cold start, at thousands of requests a second, cuts by
 		// cubicBeta would take a dozen, each paid for with a round of
@@ -181,14 +181,14 @@ func (s *keyState) throttled(now time.Time, adapt Adapt, minRate float64) {
 	s.rate.aim(base, next, minRate, now, adapt)
 	s.setRate(next, minRate)
 	if hold {
-		s.mode = modeHeld
+		s.mode = ModeHeld
 	}
 	// The turns handed out at the old rate would meet refusals.
 	s.reschedule(now)
 }
 
 // succeeded grows the rate back after a throttle.
-func (s *keyState) succeeded(now time.Time, adapt Adapt, minRate float64) {
+func (s *State) succeeded(now time.Time, adapt Adapt, minRate float64) {
 	t := now.Sub(s.rate.lastCut).Seconds()
 	if h := s.rate.hold(); h > 0 {
 		// On a steady limit the curve stops at plateauShare of it for
@@ -199,7 +199,7 @@ func (s *keyState) succeeded(now time.Time, adapt Adapt, minRate float64) {
 	}
 	var next float64
 	switch adapt {
-	case AdaptAIMD:
+	case AIMD:
 		// One request per second more for every second without a
 		// throttle, from the rate the cut set.
 		next = s.rate.cutTo + t

@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"math"
@@ -30,7 +30,7 @@ import (
 // share refused over the last two buckets is well above it (see noise),
 // as a limit's refusals grow with the rate. The chain ends as a limit's
 // when the share at the lower rate has clearly fallen or risen (see test
-// and keyState.testSuccess), or stays undecided for shedMaxRefusals
+// and State.testSuccess), or stays undecided for shedMaxRefusals
 // refusals, and ends when the key restarts or disengages.
 type shedding struct {
 	chainRate float64 // the rate before the chain's first cut; 0: no chain
@@ -71,8 +71,8 @@ type shedding struct {
 // count adds an outcome to the chain's tallies: every outcome while the
 // key is engaged, since the last cut, and those of attempts paced at the
 // rate in force, by whether it is above the chain's low rate.
-func (sh *shedding) count(s *keyState, refused bool, gen uint64) {
-	if !s.engaged() {
+func (sh *shedding) count(s *State, refused bool, gen uint64) {
+	if !s.Engaged() {
 		return
 	}
 	k := 0
@@ -100,12 +100,12 @@ func (sh *shedding) count(s *keyState, refused bool, gen uint64) {
 // outcomes before its low rate to test against begins again at this cut,
 // keeping them; one refused too often before it to test anything begins
 // again from the outcomes at its low rate, or afresh.
-func (sh *shedding) cut(s *keyState, base float64, now time.Time) {
+func (sh *shedding) cut(s *State, base float64, now time.Time) {
 	switch {
 	case base <= 0:
 	case sh.chainRate == 0:
 		n, k := sh.epN, sh.epK
-		if !s.engaged() {
+		if !s.Engaged() {
 			k = int(s.meter.refused)
 			n = int(s.meter.ok) + k
 			sh.origin = base
@@ -131,7 +131,7 @@ func (sh *shedding) cut(s *keyState, base float64, now time.Time) {
 // begin (re)starts the chain at a cut from rate base at time now, with n
 // outcomes and k refusals before it; limit says it begins after a
 // limit's (see shedding.limit).
-func (sh *shedding) begin(s *keyState, now time.Time, base float64, n, k int, limit bool) {
+func (sh *shedding) begin(s *State, now time.Time, base float64, n, k int, limit bool) {
 	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = base, s.sched.gen, 0, limit
 	sh.at, sh.atSent = now, s.meter.sends()
 	sh.hiN, sh.hiK = n, k
@@ -149,7 +149,7 @@ func (sh *shedding) need() int {
 
 // low returns the rate at or below which the chain's attempts are paced
 // low enough to test: shedLowRate times the chain's, or the rate of a
-// shallower first cut (see keyState.throttled).
+// shallower first cut (see State.throttled).
 func (sh *shedding) low() float64 {
 	if sh.lowRate > 0 {
 		return sh.lowRate
@@ -159,7 +159,7 @@ func (sh *shedding) low() float64 {
 
 // testing reports whether the chain's test is under way: its first share
 // weighed, not clearly a limit's, and the rate in force at the low rate.
-func (sh *shedding) testing(s *keyState) bool {
+func (sh *shedding) testing(s *State) bool {
 	return sh.chainRate != 0 && sh.hiN >= sh.need() && !sh.limitShare() && s.rate.fill <= sh.low()
 }
 
@@ -186,7 +186,7 @@ func (sh *shedding) endChain() {
 // and three standard deviations).
 // Such a throttle neither engages the key nor cuts its rate: a limit's
 // refusals grow with the rate until they are well above it.
-func (sh *shedding) noise(s *keyState) bool {
+func (sh *shedding) noise(s *State) bool {
 	if sh.share == 0 {
 		return false
 	}
@@ -203,7 +203,7 @@ func (sh *shedding) noise(s *keyState) bool {
 // idle key into the share of refusals that do not depend on the rate: a
 // key that has found none takes the share of a bucket of 4×minSamples
 // answers or more refused no more than engageLow, which it lives with
-// unpaced (see keyState.suspect), as if found; then it decays.
+// unpaced (see State.suspect), as if found; then it decays.
 // A limit reached later is told from them as from shedding found by a
 // test (see noise): the key engages on refusals well above them, and
 // does not cut on them while it paces, where it would cut on every

@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-jitter/retry/internal/pacesim"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -15,10 +16,10 @@ import (
 // long the queue took.
 func burstAfter(t *testing.T, adapt Adapt, gap time.Duration) (first float64, took time.Duration) {
 	t.Helper()
-	p := &Pacer{InitialWindow: -1, Adapt: adapt}
-	srv := &simServer{rnd: rand.New(rand.NewPCG(1, 2))}
-	busy, _, _ := simRun(t, p, srv, pacerEpoch, 50, 1000)
-	srv.rate = 100
+	p := &testPacer{InitialWindow: -1, Adapt: adapt}
+	srv := &pacesim.Server{Rnd: rand.New(rand.NewPCG(1, 2))}
+	busy, _, _ := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, pacerEpoch, 50, 1000)
+	srv.Rate = 100
 	start := busy.Add(gap)
 	end, _, _ := simRunUntilEngaged(t, p, srv, start, &first)
 	return first, end.Sub(start)
@@ -26,16 +27,16 @@ func burstAfter(t *testing.T, adapt Adapt, gap time.Duration) (first float64, to
 
 // simRunUntilEngaged is simRun of the queue, noting in first the rate the
 // key first engaged at.
-func simRunUntilEngaged(t *testing.T, p *Pacer, srv *simServer, from time.Time, first *float64) (time.Time, int, int) {
+func simRunUntilEngaged(t *testing.T, p *testPacer, srv *pacesim.Server, from time.Time, first *float64) (time.Time, int, int) {
 	t.Helper()
-	srv.trace = nil
-	srv.onAnswer = func() {
+	srv.Trace = nil
+	srv.OnAnswer = func() {
 		if r, on := p.Rate("api.example"); on && *first == 0 {
 			*first = r
 		}
 	}
-	defer func() { srv.onAnswer = nil }()
-	return simRun(t, p, srv, from, 1000, 1000)
+	defer func() { srv.OnAnswer = nil }()
+	return pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, from, 1000, 1000)
 }
 
 // TestQuietSpellIsMeasuredAfresh: a key busy, then quiet, measures the
@@ -45,7 +46,7 @@ func simRunUntilEngaged(t *testing.T, p *Pacer, srv *simServer, from time.Time, 
 // same burst without the gap cut to 35, and the queue took 39 to 40 s
 // instead of 22 (CUBIC: 8 against 35, 17 s against 14).
 func TestQuietSpellIsMeasuredAfresh(t *testing.T) {
-	for _, adapt := range []Adapt{AdaptAIMD, AdaptCubic} {
+	for _, adapt := range []Adapt{AIMD, Cubic} {
 		noGap, noGapTook := burstAfter(t, adapt, 0)
 		for _, gap := range []time.Duration{10 * time.Second, 10 * time.Minute} {
 			t.Run(fmt.Sprintf("a%d/%v", adapt, gap), func(t *testing.T) {

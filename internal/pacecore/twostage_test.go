@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacesim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -83,9 +84,9 @@ func TestBinomialTails(t *testing.T) {
 // went as low as 0.22 (CUBIC) and 0.08 (AIMD) of the first cut's before;
 // 0.47 and 0.34 now.
 func TestPacerColdStartShedIsTested(t *testing.T) {
-	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+	for _, adapt := range []Adapt{Cubic, AIMD} {
 		t.Run(fmt.Sprint(adapt), func(t *testing.T) {
-			p := &Pacer{Adapt: adapt, InitialWindow: -1}
+			p := &testPacer{Adapt: adapt, InitialWindow: -1}
 			req := hostRequest(t, "api.example")
 			at := pacerEpoch
 			for range 27 { // a burst, sent at once
@@ -150,13 +151,13 @@ func TestPacerBurstLimitIsNoShedding(t *testing.T) {
 		{5, 5, 10, 200, []time.Duration{20 * ms, 50 * ms}, 200},
 		{5, 0, 10, 200, []time.Duration{20 * ms, 50 * ms}, 200},
 	} {
-		for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+		for _, adapt := range []Adapt{Cubic, AIMD} {
 			t.Run(fmt.Sprintf("%v/%v+%v/%d", adapt, c.rate, c.burst, c.n), func(t *testing.T) {
 				for seed := uint64(0); seed < 30; seed++ {
-					p := &Pacer{Adapt: adapt, InitialWindow: -1}
+					p := &testPacer{Adapt: adapt, InitialWindow: -1}
 					rtt := c.rtts[int(seed)%len(c.rtts)]
-					srv := &simServer{rate: c.rate, burst: c.burst, lag: rtt / 2, rnd: rand.New(rand.NewPCG(seed, 80))}
-					_, refused := simClients(t, p, srv, c.clients, c.n, rtt, rand.New(rand.NewPCG(seed, 81)))
+					srv := &pacesim.Server{Rate: c.rate, Burst: c.burst, Lag: rtt / 2, Rnd: rand.New(rand.NewPCG(seed, 80))}
+					_, refused := pacesim.Clients(t, p.state(hostRequest(t, "api.example")), srv, c.clients, c.n, rtt, rand.New(rand.NewPCG(seed, 81)))
 					assert.Less(t, refused, c.most, "seed %d, rtt %v: refused for %d successes", seed, rtt, c.n)
 				}
 			})
@@ -169,7 +170,7 @@ func TestPacerBurstLimitIsNoShedding(t *testing.T) {
 // than half of it), against the share of every outcome so far; the curve
 // starts there, and the one before is kept.
 func TestDeepen(t *testing.T) {
-	s := &keyState{}
+	s := &State{}
 	s.setRate(100, 0.5)
 	s.rate.lastMax, s.rate.cutTo, s.rate.window = 140, 100, 3
 	setChain(s, shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 10, loK: 3})
@@ -197,7 +198,7 @@ func TestDeepen(t *testing.T) {
 // TestSecondStageRestores.)
 func TestShareFellEndsTheChain(t *testing.T) {
 	p, req, e := chainKey(t, 90, 130, shedding{chainRate: 130, hiN: 40, hiK: 10})
-	e.change(func(s *keyState) { s.rate.window = math.Cbrt(40 / cubicScale) })
+	e.change(func(s *State) { s.rate.window = math.Cbrt(40 / cubicScale) })
 	s := &e.st
 	require.True(t, s.shed.testing(s))
 	at := pacerEpoch
@@ -224,7 +225,7 @@ func TestShareFellEndsTheChain(t *testing.T) {
 // A limit found under the second stage's rate, by its successes there,
 // sends the rate back to the first stage's curve, saved by deepen.
 func TestSecondStageRestores(t *testing.T) {
-	s := &keyState{}
+	s := &State{}
 	s.setRate(100, 0.5)
 	s.rate.lastMax, s.rate.cutTo, s.rate.lastCut, s.rate.window = 140, 100, pacerEpoch, 2
 	setChain(s, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
@@ -243,14 +244,14 @@ func TestSecondStageRestores(t *testing.T) {
 // noise to weigh the next throttles against.
 func TestSecondStageShedding(t *testing.T) {
 	p, req, e := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
-	e.change(func(s *keyState) {
+	e.change(func(s *State) {
 		s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
 		s.meter.bucket = pacerEpoch
 		s.deepen(pacerEpoch, 0.5)
 	})
 	s := &e.st
 	at := pacerEpoch
-	for i := 0; i < 400 && e.engaged.Load(); i++ {
+	for i := 0; i < 400 && e.st.Engaged(); i++ {
 		d, res := p.reserve(req, at)
 		at = at.Add(d)
 		class, code := retry.Success, 200
@@ -259,7 +260,7 @@ func TestSecondStageShedding(t *testing.T) {
 		}
 		p.observe(req, class, response(code), res.generation(), at)
 	}
-	require.False(t, e.engaged.Load(), "idle")
+	require.False(t, e.st.Engaged(), "idle")
 	assert.Positive(t, s.shed.share, "the share found")
 	assert.Zero(t, s.meter.measured, "the rates measured while paced are forgotten")
 	assert.Zero(t, s.meter.accepted)
@@ -270,7 +271,7 @@ func TestSecondStageShedding(t *testing.T) {
 
 // setChain gives s the chain sh, in a stage the client kept up with: a
 // thousand attempts sent since it began at pacerEpoch.
-func setChain(s *keyState, sh shedding) {
+func setChain(s *State, sh shedding) {
 	s.shed = sh
 	s.shed.at, s.shed.atSent = pacerEpoch, 0
 	s.meter.sentBefore = 1000
@@ -285,7 +286,7 @@ func setChain(s *keyState, sh shedding) {
 // limit.
 func TestPaceHoldsOverTheStage(t *testing.T) {
 	at := pacerEpoch
-	s := &keyState{}
+	s := &State{}
 	s.rate.fill = 12.5
 	s.shed.at, s.shed.atSent = at, 100
 	s.meter.sentBefore = 102
@@ -317,12 +318,12 @@ func TestPaceHoldsOverTheStage(t *testing.T) {
 // chainKey returns a Pacer without slow start, a request and its key's
 // state, paced at rate after a cut from lastMax at pacerEpoch, with the
 // chain sh (see setChain).
-func chainKey(t *testing.T, rate, lastMax float64, sh shedding) (*Pacer, *http.Request, *entry) {
+func chainKey(t *testing.T, rate, lastMax float64, sh shedding) (*testPacer, *http.Request, *entry) {
 	t.Helper()
-	p := &Pacer{InitialWindow: -1}
+	p := &testPacer{InitialWindow: -1}
 	req := hostRequest(t, "api.example")
 	e := p.state(req)
-	e.change(func(s *keyState) {
+	e.change(func(s *State) {
 		s.setRate(rate, 0.5)
 		s.rate.lastMax, s.rate.cutTo, s.rate.lastCut = lastMax, rate, pacerEpoch
 		setChain(s, sh)

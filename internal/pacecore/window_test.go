@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacesim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,13 +21,13 @@ import (
 // 16 s for 20 and 16 to 38 s for 100 (50 seeds: 8.2 to 9.5 s now, with as
 // many refusals, 36 to 58 a run).
 func TestPacerFixedWindowLimit(t *testing.T) {
-	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+	for _, adapt := range []Adapt{Cubic, AIMD} {
 		for _, quota := range []int{10, 20, 100} {
 			t.Run(fmt.Sprintf("%v/%d", adapt, quota), func(t *testing.T) {
 				for _, rtt := range []time.Duration{time.Millisecond, 20 * time.Millisecond} {
-					p := &Pacer{Adapt: adapt, InitialWindow: -1}
-					srv := &simServer{window: time.Second, quota: quota, lag: rtt / 2, rnd: rand.New(rand.NewPCG(1, 2))}
-					end, refused := simClients(t, p, srv, 8, 8*quota, rtt, rand.New(rand.NewPCG(3, 4)))
+					p := &testPacer{Adapt: adapt, InitialWindow: -1}
+					srv := &pacesim.Server{Window: time.Second, Quota: quota, Lag: rtt / 2, Rnd: rand.New(rand.NewPCG(1, 2))}
+					end, refused := pacesim.Clients(t, p.state(hostRequest(t, "api.example")), srv, 8, 8*quota, rtt, rand.New(rand.NewPCG(3, 4)))
 					assert.Less(t, end.Sub(pacerEpoch), 9750*time.Millisecond, "eight windows of %d, %v round trips", quota, rtt)
 					assert.LessOrEqual(t, refused, 70, "refused, %v round trips", rtt)
 				}
@@ -39,7 +40,7 @@ func TestPacerFixedWindowLimit(t *testing.T) {
 // limit: none of them followed a success. Counted, they made one of 16
 // within a second, and the rate held below it for 8 s.
 func TestSilenceFindsNoSteadyLimit(t *testing.T) {
-	p := &Pacer{}
+	p := &testPacer{}
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 20, 2*time.Second)
 	p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
@@ -49,8 +50,6 @@ func TestSilenceFindsNoSteadyLimit(t *testing.T) {
 		p.observe(req, retry.Throttled, response(429), curGen(p, req), now)
 	}
 	s := p.state(req)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	require.Greater(t, s.st.outage.cutsSinceOK, 10, "the silence cut")
 	assert.Zero(t, s.st.rate.steady)
 	assert.Zero(t, s.st.rate.hold())

@@ -1,4 +1,4 @@
-package pace
+package pacecore
 
 import (
 	"fmt"
@@ -9,143 +9,32 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacesim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// simServer is a server on the fake clock: a token bucket of rate
-// requests a second (0: no limit) with a burst of one (or of 1+burst,
-// full at the first attempt), which also refuses a share shed of the
-// requests at random, whatever the load. With a window, it is a fixed
-// window limiter instead: quota attempts accepted in each window, counted
-// from the first attempt. An attempt sent at a time arrives up to lag
-// later, at random, and never before the one sent before it: the
-// network's and the server's own timing.
-type simServer struct {
-	rate   float64
-	burst  float64
-	shed   float64
-	window time.Duration
-	quota  int
-	lag    time.Duration
-	tokens float64
-	last   time.Time
-	rnd    *rand.Rand
-
-	first    time.Time // the window limiter's first attempt
-	windowAt int64     // the window counted in used
-	used     int
-
-	// trace, if not nil, records every step of the simulation that runs
-	// against the server (see golden_test.go).
-	trace *simTrace
-	// onAnswer, if not nil, is called by simRun after each answer is
-	// observed.
-	onAnswer func()
-}
-
-func (s *simServer) answer(at time.Time) retry.Class {
-	if s.rnd.Float64() < s.shed {
-		return retry.Throttled
-	}
-	if s.rate == 0 && s.window == 0 {
-		return retry.Success
-	}
-	if s.lag > 0 {
-		at = at.Add(time.Duration(s.rnd.Float64() * float64(s.lag)))
-		if at.Before(s.last) {
-			at = s.last
-		}
-	}
-	if s.window > 0 {
-		s.last = at
-		return s.windowAnswer(at)
-	}
-	switch {
-	case !s.last.IsZero():
-		s.tokens = min(1+s.burst, s.tokens+at.Sub(s.last).Seconds()*s.rate)
-	case s.burst > 0:
-		s.tokens = 1 + s.burst // a burst's bucket starts full
-	}
-	s.last = at
-	if s.tokens < 1 {
-		return retry.Throttled
-	}
-	s.tokens--
-	return retry.Success
-}
-
-// windowAnswer is answer's for a fixed window limiter.
-func (s *simServer) windowAnswer(at time.Time) retry.Class {
-	if s.first.IsZero() {
-		s.first = at
-	}
-	if w := int64(at.Sub(s.first) / s.window); w != s.windowAt {
-		s.windowAt, s.used = w, 0
-	}
-	if s.used >= s.quota {
-		return retry.Throttled
-	}
-	s.used++
-	return retry.Success
-}
-
-// simRun sends n attempts through p to srv, at demand attempts a second
-// or as the Pacer allows, one after another from from (a queue served
-// first come, first served), and returns when the last was sent, the
-// attempts refused, and how many times the key went from engaged to idle.
-func simRun(t *testing.T, p *Pacer, srv *simServer, from time.Time, demand float64, n int) (end time.Time, refused, disengaged int) {
-	t.Helper()
-	req := hostRequest(t, "api.example")
-	at := from
-	wasEngaged := false
-	for i := 0; i < n; i++ {
-		if due := from.Add(time.Duration(float64(i) / demand * float64(time.Second))); due.After(at) {
-			at = due
-		}
-		d, res := p.reserve(req, at)
-		srv.trace.turn(at, d, res)
-		at = at.Add(d)
-		class, code := srv.answer(at), http.StatusOK
-		if class == retry.Throttled {
-			refused++
-			code = http.StatusTooManyRequests
-		}
-		p.observe(req, class, response(code), res.generation(), at)
-		srv.trace.answer(p.state(req), at, class, res.generation())
-		if srv.onAnswer != nil {
-			srv.onAnswer()
-		}
-		_, engaged := p.Rate("api.example")
-		if wasEngaged && !engaged {
-			disengaged++
-		}
-		wasEngaged = engaged
-	}
-	return at, refused, disengaged
-}
 
 // A server refusing a share of requests at random, whatever their rate,
 // is no rate limit: the Pacer's cuts would not lower the share, and
 // before, each cut was floored at a share of an accepted rate that fell
 // with the rate, so the rate ratcheted down until the queue of turns
 // outlasted every deadline. A share below a quarter now engages nothing
-// (see keyState.suspect); a key that a higher one engages goes back to
+// (see State.suspect); a key that a higher one engages goes back to
 // idle, and stays there; the attempts take about as long as without a
 // Pacer.
 func TestPacerRandomSheddingIsNoLimit(t *testing.T) {
-	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+	for _, adapt := range []Adapt{Cubic, AIMD} {
 		for _, shed := range []float64{0.05, 0.1, 0.25} {
 			t.Run(fmt.Sprintf("%d/%v", adapt, shed), func(t *testing.T) {
-				p := &Pacer{Adapt: adapt, InitialWindow: -1}
-				srv := &simServer{shed: shed, rnd: rand.New(rand.NewPCG(1, uint64(shed*100)))}
+				p := &testPacer{Adapt: adapt, InitialWindow: -1}
+				srv := &pacesim.Server{Shed: shed, Rnd: rand.New(rand.NewPCG(1, uint64(shed*100)))}
 				const n, demand = 6000, 1000.0 // 6 s without a Pacer
-				end, refused, disengaged := simRun(t, p, srv, pacerEpoch, demand, n)
+				end, refused, disengaged := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, pacerEpoch, demand, n)
 				_, engaged := p.Rate("api.example")
 				assert.False(t, engaged, "engaged at the end")
 				if shed < engageLow {
 					// Too few refused to engage the key at all (see
-					// keyState.suspect).
+					// State.suspect).
 					assert.Zero(t, disengaged, "went idle: engaged")
 				}
 				took := end.Sub(pacerEpoch)
@@ -160,11 +49,11 @@ func TestPacerRandomSheddingIsNoLimit(t *testing.T) {
 // engaged, near the limit, and the test of shedding never takes it for
 // one, with or without some random refusals besides.
 func TestPacerRateLimitIsNoShedding(t *testing.T) {
-	for _, adapt := range []Adapt{AdaptCubic, AdaptAIMD} {
+	for _, adapt := range []Adapt{Cubic, AIMD} {
 		t.Run(fmt.Sprint(adapt), func(t *testing.T) {
-			p := &Pacer{Adapt: adapt, InitialWindow: -1}
-			srv := &simServer{rate: 100, rnd: rand.New(rand.NewPCG(2, 3))}
-			_, refused, disengaged := simRun(t, p, srv, pacerEpoch, 1000, 3000)
+			p := &testPacer{Adapt: adapt, InitialWindow: -1}
+			srv := &pacesim.Server{Rate: 100, Rnd: rand.New(rand.NewPCG(2, 3))}
+			_, refused, disengaged := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, pacerEpoch, 1000, 3000)
 			r, engaged := p.Rate("api.example")
 			require.True(t, engaged)
 			assert.Zero(t, disengaged)
@@ -189,7 +78,7 @@ func TestPacerEngagesAgainAfterShedding(t *testing.T) {
 		adapt    Adapt
 		shed     float64
 		slowRuns int
-	}{{AdaptCubic, 0.1, 2}, {AdaptAIMD, 0.1, 8}, {AdaptCubic, 0.3, 2}} {
+	}{{Cubic, 0.1, 2}, {AIMD, 0.1, 8}, {Cubic, 0.3, 2}} {
 		adapt, shed := tt.adapt, tt.shed
 		t.Run(fmt.Sprint(adapt, "/", shed), func(t *testing.T) {
 			slow, most := 0, 300
@@ -197,9 +86,9 @@ func TestPacerEngagesAgainAfterShedding(t *testing.T) {
 				most = 600
 			}
 			for seed := uint64(0); seed < 20; seed++ {
-				p := &Pacer{InitialWindow: -1, Adapt: adapt}
-				srv := &simServer{shed: shed, rnd: rand.New(rand.NewPCG(seed, 5))}
-				end, _, disengaged := simRun(t, p, srv, pacerEpoch, 1000, 3000)
+				p := &testPacer{InitialWindow: -1, Adapt: adapt}
+				srv := &pacesim.Server{Shed: shed, Rnd: rand.New(rand.NewPCG(seed, 5))}
+				end, _, disengaged := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, pacerEpoch, 1000, 3000)
 				if shed < engageLow {
 					_, engaged := p.Rate("api.example")
 					require.False(t, engaged, "seed %d", seed)
@@ -208,9 +97,9 @@ func TestPacerEngagesAgainAfterShedding(t *testing.T) {
 					require.GreaterOrEqual(t, disengaged, 1, "seed %d", seed)
 				}
 				// The limit comes with a tenth shed.
-				srv.shed, srv.rate = 0.1, 100
+				srv.Shed, srv.Rate = 0.1, 100
 				start := end
-				end, refused, _ := simRun(t, p, srv, end, 1000, 1000)
+				end, refused, _ := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, end, 1000, 1000)
 				// A limit of 100/s under a demand of 1000/s: engaged at the
 				// end (a limit with a tenth shed besides may pass the test
 				// of shedding paced below it, and go idle for a while).
@@ -239,15 +128,15 @@ func TestPacerEngagesAgainAfterShedding(t *testing.T) {
 func TestPacerSheddingWithoutSlowStartTail(t *testing.T) {
 	for _, shed := range []float64{0.05, 0.1, 0.25} {
 		for seed := uint64(0); seed < 20; seed++ {
-			p := &Pacer{InitialWindow: -1}
-			srv := &simServer{shed: shed, rnd: rand.New(rand.NewPCG(seed, uint64(shed*100)))}
-			end, refused, disengaged := simRun(t, p, srv, pacerEpoch, 1000, 6000)
+			p := &testPacer{InitialWindow: -1}
+			srv := &pacesim.Server{Shed: shed, Rnd: rand.New(rand.NewPCG(seed, uint64(shed*100)))}
+			end, refused, disengaged := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, pacerEpoch, 1000, 6000)
 			assert.Less(t, end.Sub(pacerEpoch), 20*time.Second, "shed %v seed %d: %d refused, went idle %d times", shed, seed, refused, disengaged)
 		}
 	}
 }
 
-// A throttle engages a key only on evidence (see keyState.suspect): one
+// A throttle engages a key only on evidence (see State.suspect): one
 // refusal among the first answers can be a load balancer's at random,
 // and engaging on it took the rate of a millisecond's attempts for the
 // server's. Three refusals in a row among a new key's first answers
@@ -255,7 +144,7 @@ func TestPacerSheddingWithoutSlowStartTail(t *testing.T) {
 // the first refusal after a restart.
 func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 	t.Run("one of the first answers", func(t *testing.T) {
-		p := &Pacer{}
+		p := &testPacer{}
 		req := hostRequest(t, "api.example")
 		for i := 0; i < 3; i++ {
 			p.reserve(req, pacerEpoch)
@@ -267,7 +156,7 @@ func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 		assert.False(t, engaged, "two refusals of three answers: a quarter shed at random begins so one time in ten")
 	})
 	t.Run("three in a row, the first answers", func(t *testing.T) {
-		p := &Pacer{}
+		p := &testPacer{}
 		req := hostRequest(t, "api.example")
 		for i := 0; i < 10; i++ {
 			p.reserve(req, pacerEpoch)
@@ -281,7 +170,7 @@ func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 		assert.True(t, engaged)
 	})
 	t.Run("after eight answers", func(t *testing.T) {
-		p := &Pacer{}
+		p := &testPacer{}
 		req := hostRequest(t, "api.example")
 		for i := 0; i < 7; i++ {
 			p.reserve(req, pacerEpoch)
@@ -311,14 +200,14 @@ func TestPacerFirstRefusalNeedsEvidence(t *testing.T) {
 		// refusal after the restart is its limit's (a storm's backlog
 		// meeting the server as it returns, after the successes of the
 		// server's burst), and engages it.
-		p := &Pacer{}
+		p := &testPacer{}
 		req := hostRequest(t, "api.example")
 		s := p.state(req)
 		for i := 0; i < 20; i++ {
 			p.reserve(req, pacerEpoch)
 			p.observe(req, retry.Success, response(200), 0, pacerEpoch)
 		}
-		s.change(func(s *keyState) { s.restart(pacerEpoch, 10) })
+		s.change(func(s *State) { s.restart(pacerEpoch, 10) })
 		for i := 0; i < 20; i++ { // the server's burst, accepted
 			p.reserve(req, pacerEpoch)
 			p.observe(req, retry.Success, response(200), 0, pacerEpoch)
@@ -339,7 +228,7 @@ func TestPacerModerateFirstCut(t *testing.T) {
 	req := hostRequest(t, "api.example")
 	// 60 sent at once, 40 answered over 2 ms, then seven throttles at
 	// 2 ms (a limit reached: see suspect), 7 of 47 answers.
-	firstCut := func(p *Pacer) (float64, bool) {
+	firstCut := func(p *testPacer) (float64, bool) {
 		at := pacerEpoch
 		for i := 0; i < 60; i++ {
 			p.reserve(req, pacerEpoch)
@@ -353,7 +242,7 @@ func TestPacerModerateFirstCut(t *testing.T) {
 		}
 		return p.Rate("api.example")
 	}
-	p := &Pacer{}
+	p := &testPacer{}
 	r, engaged := firstCut(p)
 	require.True(t, engaged)
 	base := 60 / 0.002 // 60 sent in the 2 ms since the first answer
@@ -363,7 +252,7 @@ func TestPacerModerateFirstCut(t *testing.T) {
 	assert.InDelta(t, r, s.st.shed.low(), 1e-6, "the cut is the test's low rate")
 	// Clamped to MinRate, the cut is the low rate as clamped: below it,
 	// no rate in force would ever be low enough to test.
-	p = &Pacer{MinRate: 26000}
+	p = &testPacer{MinRate: 26000}
 	r, engaged = firstCut(p)
 	require.True(t, engaged)
 	assert.Equal(t, 26000.0, r)
@@ -376,7 +265,7 @@ func TestPacerModerateFirstCut(t *testing.T) {
 // after it (a burst's, mostly) are outcomes at the chain's rate: the
 // share they show is the one the test weighs the low rate's against.
 func TestSheddingCountsTheBurst(t *testing.T) {
-	p := &Pacer{}
+	p := &testPacer{}
 	req := hostRequest(t, "api.example")
 	for i := 0; i < 40; i++ {
 		p.reserve(req, pacerEpoch)
@@ -386,7 +275,7 @@ func TestSheddingCountsTheBurst(t *testing.T) {
 	}
 	engage(t, p, req, response(429), pacerEpoch.Add(time.Millisecond))
 	s := p.state(req)
-	require.True(t, s.engaged.Load())
+	require.True(t, s.st.Engaged())
 	hiN, hiK := s.st.shed.hiN, s.st.shed.hiK
 	for i := 0; i < 20; i++ {
 		class, code := retry.Success, 200
@@ -404,15 +293,15 @@ func TestSheddingCountsTheBurst(t *testing.T) {
 // random, are weighed against the share it sheds like any other: before,
 // the first of them engaged the key again at once.
 func TestPacerNoiseAfterSheddingIsNoThrottle(t *testing.T) {
-	p := &Pacer{InitialWindow: -1}
-	srv := &simServer{shed: 0.3, rnd: rand.New(rand.NewPCG(7, 10))}
+	p := &testPacer{InitialWindow: -1}
+	srv := &pacesim.Server{Shed: 0.3, Rnd: rand.New(rand.NewPCG(7, 10))}
 	req := hostRequest(t, "api.example")
 	at := pacerEpoch
 	var gen uint64
 	for i := 0; i < 6000 && gen == 0; i++ {
 		d, res := p.reserve(req, at)
 		at = at.Add(d + time.Millisecond)
-		class, code := srv.answer(at), http.StatusOK
+		class, code := srv.Answer(at), http.StatusOK
 		if class == retry.Throttled {
 			code = http.StatusTooManyRequests
 		}
@@ -436,7 +325,7 @@ func TestPacerNoiseAfterSheddingIsNoThrottle(t *testing.T) {
 // of 3/13 as the bound, the test held, undecided, for as long as the
 // outcomes came.
 func TestSheddingTestWeighsALowFirstShare(t *testing.T) {
-	s := &keyState{}
+	s := &State{}
 	s.rate.fill = 3
 	setChain(s, shedding{chainRate: 5.2, hiK: 3, hiN: 13, loK: 14, loN: 155})
 	assert.Equal(t, shedIndependent, s.shed.test(s, pacerEpoch))
@@ -452,7 +341,7 @@ func TestSheddingTestWeighsALowFirstShare(t *testing.T) {
 // key went idle under a limit (the Route 53 example's test, now and
 // then).
 func TestSheddingAfterALimitWeighsMore(t *testing.T) {
-	s := &keyState{}
+	s := &State{}
 	s.rate.fill = 12.5
 	setChain(s, shedding{chainRate: 36.3, hiK: 8, hiN: 8, loK: 3, loN: 8})
 	s.shed.cut(s, 12.5, pacerEpoch) // the first share was a limit's: begin again from the low outcomes
@@ -486,7 +375,7 @@ func TestSheddingAfterALimitWeighsMore(t *testing.T) {
 // over 10 ms, a tenth of it. A burst's refusals, over 0.4 of the
 // answers, engage the key at once.
 func TestPacerEarlyThrottleWaitsForAShare(t *testing.T) {
-	p := &Pacer{}
+	p := &testPacer{}
 	req := hostRequest(t, "api.example")
 	for range 100 {
 		p.reserve(req, pacerEpoch) // answered a millisecond later, all at once
@@ -507,9 +396,7 @@ func TestPacerEarlyThrottleWaitsForAShare(t *testing.T) {
 	}
 	r, _ := p.Rate("api.example")
 	s := p.state(req)
-	s.mu.Lock()
 	share, read := s.st.meter.answeredShare()
-	s.mu.Unlock()
 	require.True(t, read, "a quarter answered")
 	// A third refused: a moderate first cut (0.9 times the share
 	// accepted, over 50,000/s), from 100 sent over a millisecond, not
@@ -517,7 +404,7 @@ func TestPacerEarlyThrottleWaitsForAShare(t *testing.T) {
 	assert.LessOrEqual(t, share, shedMaxShare)
 	assert.Greater(t, r, 50000.0)
 
-	burst := &Pacer{}
+	burst := &testPacer{}
 	for range 40 {
 		burst.reserve(req, pacerEpoch)
 	}
@@ -540,12 +427,12 @@ func TestPacerSheddingBurstAnsweredAtOnce(t *testing.T) {
 		var with, without []time.Duration
 		for seed := uint64(0); seed < 100; seed++ {
 			for _, paced := range []bool{true, false} {
-				p := &Pacer{InitialWindow: -1}
+				p := &testPacer{InitialWindow: -1}
 				if !paced {
 					p.Refusal = func(retry.Feedback) bool { return false } // no throttle teaches it
 				}
-				srv := &simServer{shed: shed, rnd: rand.New(rand.NewPCG(seed, 78))}
-				end, _ := simClients(t, p, srv, 40, 600, time.Millisecond, rand.New(rand.NewPCG(seed, 79)))
+				srv := &pacesim.Server{Shed: shed, Rnd: rand.New(rand.NewPCG(seed, 78))}
+				end, _ := pacesim.Clients(t, p.state(hostRequest(t, "api.example")), srv, 40, 600, time.Millisecond, rand.New(rand.NewPCG(seed, 79)))
 				if paced {
 					with = append(with, end.Sub(pacerEpoch))
 				} else {
@@ -571,10 +458,10 @@ func TestPacerFortyPercentSheddingDoesNotCollapse(t *testing.T) {
 	for _, tc := range []struct {
 		adapt Adapt
 		seed  uint64
-	}{{AdaptCubic, 201}, {AdaptCubic, 239}, {AdaptAIMD, 97}, {AdaptAIMD, 201}, {AdaptAIMD, 239}} {
-		p := &Pacer{InitialWindow: -1, Adapt: tc.adapt}
-		srv := &simServer{shed: 0.4, rnd: rand.New(rand.NewPCG(tc.seed, 77))}
-		end, _, _ := simRun(t, p, srv, pacerEpoch, 1000, 6000)
+	}{{Cubic, 201}, {Cubic, 239}, {AIMD, 97}, {AIMD, 201}, {AIMD, 239}} {
+		p := &testPacer{InitialWindow: -1, Adapt: tc.adapt}
+		srv := &pacesim.Server{Shed: 0.4, Rnd: rand.New(rand.NewPCG(tc.seed, 77))}
+		end, _, _ := pacesim.Run(t, p.state(hostRequest(t, "api.example")), srv, pacerEpoch, 1000, 6000)
 		assert.Less(t, end.Sub(pacerEpoch), 10*time.Second, "a%d, seed %d: 6 s of attempts shed 40 %% at random", tc.adapt, tc.seed)
 	}
 }
