@@ -81,11 +81,12 @@ const (
 //     [retry.ServerWait] header), or a RateLimit field that says no quota
 //     remains, pauses the key until the time it names; the waiting
 //     attempts then leave one interval apart.
-//   - Outages. A success after two cuts or more, half a second without
-//     one and ten times the usual spacing of successes restarts the key,
-//     in slow start, its rates forgotten. A key refused from its first
-//     attempt on holds its rate at a quarter of the first cut's, probing,
-//     until a success.
+//   - Outages. Two cuts or more, half a second without a success and ten
+//     times the usual spacing of successes make a silence an outage's:
+//     the rate holds there, probing, and the success that ends it
+//     restarts the key, in slow start, its rates forgotten. A key refused
+//     from its first attempt on holds its rate at a quarter of the first
+//     cut's, probing, until a success.
 //   - Shedding. Refusals that do not fall as the rate falls (a load
 //     balancer shedding a share at random) are no limit: a chain of cuts
 //     is tested in two stages, at lower rates; refused as often there,
@@ -165,7 +166,8 @@ type Pacer struct {
 // one. A wait that would end past ctx's deadline is not begun, and takes
 // no turn: Wait returns an error that wraps [context.DeadlineExceeded] at
 // once; except while the key holds its rate through an outage (refused
-// from its first attempt on), when the wait is a probe's, no forecast:
+// from its first attempt on, or through a silence as long as an
+// outage's), when the wait is a probe's, no forecast:
 // the attempt then waits, with no turn, for the hold to end (a success)
 // or for ctx. It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {

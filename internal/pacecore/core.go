@@ -47,7 +47,8 @@ const (
 //	slow start -> idle        an answer no attempt waits for, or SlowStartLimit
 //	slow start -> paced       a throttle that engages the key, or a server hint
 //	idle       -> paced       likewise (see suspect)
-//	paced      -> held        cuts with no success ever, down to outageShare
+//	paced      -> held        cuts with no success ever, down to outageShare;
+//	                          or a silence as long as an outage's (outageOver)
 //	held       -> paced       a success
 //	paced      -> idle        its refusals found not to depend on the rate
 //	paced/held -> slow start  the success that ends an outage (idle with
@@ -65,9 +66,11 @@ const (
 	ModeSlowStart
 	// ModePaced: engaged; attempts take turns at the rate in force.
 	ModePaced
-	// ModeHeld: engaged, refused from the first attempt on: the rate
-	// probes at outageShare of the first cut's until a success, and a
-	// wait past a deadline waits for the hold to end (see reserve).
+	// ModeHeld: engaged, and refused from the first attempt on (the
+	// rate probes at outageShare of the first cut's) or for as long as
+	// an outage (the rate probes where the cuts left it): no throttle
+	// cuts until a success, and a wait past a deadline waits for the
+	// hold to end (see reserve).
 	ModeHeld
 )
 
@@ -231,4 +234,14 @@ func (s *State) BucketEnd() time.Time {
 // the attempts waiting for one.
 func (s *State) Window() (inflight, slots, waiting int) {
 	return s.start.inflight, s.start.slots, s.start.waiting
+}
+
+// SlowStartEnds returns when the slow start under way ends at the
+// latest (SlowStartLimit after its first attempt took a slot); zero when
+// the key is not in slow start, or its time limit has not begun.
+func (s *State) SlowStartEnds() time.Time {
+	if s.mode != ModeSlowStart || s.start.began.IsZero() {
+		return time.Time{}
+	}
+	return s.start.began.Add(SlowStartLimit)
 }

@@ -91,6 +91,12 @@ func (s *State) throttle(now time.Time, hinted bool, gen uint64) {
 		// that cut has answered it already. Cutting again for every
 		// attempt of one burst would collapse the rate; TCP too cuts
 		// once per window of data (RFC 5681 §3.1).
+	case s.outageOver(now):
+		// Silent as long as an outage is: the next success restarts the
+		// key (see success), and cuts until then would only push the
+		// probes that find the server back further apart, past the
+		// waiting requests' deadlines. The rate holds, probing.
+		s.mode = ModeHeld
 	default:
 		switch s.shed.test(s, now) {
 		case shedIndependent:

@@ -91,6 +91,8 @@ func TestPacerCutsOnThrottle(t *testing.T) {
 	}
 }
 
+// The first half-second measured is the estimate of the sending rate, not
+// a fifth of it (smoothing it with the zero before it).
 func TestPacerFirstMeasurement(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
@@ -223,6 +225,9 @@ func TestPacerMinRate(t *testing.T) {
 	assert.Equal(t, 2.0, r)
 }
 
+// A cold start sends a burst far above the server's capacity: the first
+// cut goes to just below the rate the server accepted, not to 0.7 times
+// the burst's rate, which would take a dozen rounds of refusals.
 func TestPacerColdStartCutsToAcceptedRate(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
@@ -254,6 +259,8 @@ func TestPacerColdStartCutsToAcceptedRate(t *testing.T) {
 	assert.Equal(t, r, r2)
 }
 
+// A handful of successes is no rate: the cut ignores a current bucket of
+// fewer than minSamples successes, which would make a rate of anything.
 func TestPacerFewSuccessesAreNoRate(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
@@ -271,6 +278,8 @@ func TestPacerFewSuccessesAreNoRate(t *testing.T) {
 	assert.InDelta(t, cubicBeta*10000, r, 1e-6)
 }
 
+// A 503 while requests still get through is a throttle like a 429 (S3's
+// SlowDown, Azure Storage's ServerBusy), and its Retry-After pauses the key.
 func TestPacerLearnsFrom503(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
@@ -286,6 +295,10 @@ func TestPacerLearnsFrom503(t *testing.T) {
 	assert.Equal(t, 2*time.Second, d, "a 503's Retry-After pauses the key")
 }
 
+// An outage at a cold start refuses everything from the first attempt:
+// the cuts stop at a quarter of the rate the first one set (so that the
+// waiting requests keep turns within their deadlines), and the first
+// success starts the key afresh, in slow start.
 func TestPacerColdOutage(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
@@ -326,23 +339,40 @@ func TestPacerColdOutage(t *testing.T) {
 	assert.Zero(t, s.st.meter.measured)
 }
 
+// An outage after successes: the rate comes down until the silence is as
+// long as an outage's (ten times the usual spacing of successes, and at
+// least outageTime), then holds, probing: cut on, it was about 1/s after
+// two seconds, and the calls waiting for turns failed on their deadlines
+// before a probe found the server back. A success then restarts the key.
 func TestPacerOutageAfterSuccesses(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
 	now := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
 	at := now
+	var atHold float64
 	for i := 0; i < 60; i++ {
 		at = at.Add(50 * time.Millisecond)
 		p.observe(req, retry.Throttled, response(503), curGen(p, req), at)
+		if s := p.state(req); s.st.Mode() == ModeHeld && atHold == 0 {
+			atHold = s.st.Rate()
+			require.GreaterOrEqual(t, at.Sub(now), outageTime, "held before the silence was an outage's")
+		}
 	}
 	r, engaged := p.Rate("api.example")
 	require.True(t, engaged)
-	assert.Less(t, r, 10.0, "three seconds of refusals bring the rate down")
+	require.NotZero(t, atHold, "never held")
+	assert.Less(t, r, 50.0, "the refusals bring the rate down")
+	assert.Equal(t, atHold, r, "and once held, no further")
 	p.observe(req, retry.Success, response(200), curGen(p, req), at)
 	_, engaged = p.Rate("api.example")
 	assert.False(t, engaged, "100/s before, silent for 3s: an outage, over")
 }
 
+// A limiter that admits its quota at the start of each window is silent
+// for the rest of it: at 5 requests/s, a second without a success is no
+// outage, and the key keeps what it learned. Ten spacings (2 s) are,
+// after refusals that cut twice or more; after a single cut, the silence
+// may be the client's own (callers backing off, or done), and is not.
 func TestPacerWindowSilenceIsNoOutage(t *testing.T) {
 	for _, tt := range []struct {
 		silence  time.Duration
@@ -370,6 +400,9 @@ func TestPacerWindowSilenceIsNoOutage(t *testing.T) {
 	}
 }
 
+// Refusals right after a cold start's first successes follow no measured
+// rate of successes: a silence after them cannot be told from a window
+// limiter's, and restarts nothing.
 func TestPacerColdSilenceIsNoOutage(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
@@ -390,6 +423,8 @@ func TestPacerColdSilenceIsNoOutage(t *testing.T) {
 	assert.True(t, engaged)
 }
 
+// Cuts answered quickly, with successes slower to come (a cold start's
+// burst), are not an outage: a success soon after them grows the rate.
 func TestPacerQuickCutsAreNoOutage(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
@@ -404,6 +439,8 @@ func TestPacerQuickCutsAreNoOutage(t *testing.T) {
 	assert.True(t, engaged)
 }
 
+// A throttle of an attempt paced at the rate in force voids the turns
+// handed out before it: their attempts take new ones at the new rate.
 func TestPacerCutVoidsTurns(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
@@ -427,6 +464,8 @@ func TestPacerCutVoidsTurns(t *testing.T) {
 	assert.Equal(t, step, d, "the new schedule starts an interval after the throttle")
 }
 
+// Turns queued at a rate the key has since grown well past are void: the
+// client would otherwise keep the old rate for as long as its queue lasts.
 func TestPacerGrowthVoidsSlowTurns(t *testing.T) {
 	p := &testPacer{}
 	req := hostRequest(t, "api.example")
