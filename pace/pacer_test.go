@@ -52,8 +52,8 @@ func sendAt(p *Pacer, req *http.Request, from time.Time, rps float64, d time.Dur
 const refusalsToEngage, coldRefusalsToEngage = 7, 3
 
 // engage feeds req's key throttles at time at, as a limit that refuses
-// everything would send them, until the Pacer engages (the seventh: see
-// keyState.suspect), and fails the test if twenty do not.
+// everything would send them, until the Pacer engages (the seventh, or the
+// third of a new key's), and fails the test if twenty do not.
 func engage(t *testing.T, p *Pacer, req *http.Request, resp *http.Response, at time.Time) {
 	t.Helper()
 	for range 20 {
@@ -74,8 +74,6 @@ func curGen(p *Pacer, req *http.Request) uint64 {
 	return s.st.Gen()
 }
 
-// The first half-second measured is the estimate of the sending rate, not
-// a fifth of it (smoothing it with the zero before it).
 func TestPacerKeysAreIndependent(t *testing.T) {
 	p := &Pacer{}
 	a, b := hostRequest(t, "a.example"), hostRequest(t, "b.example")
@@ -156,30 +154,6 @@ func TestPacerConcurrentUse(t *testing.T) {
 	}
 }
 
-// A cold start sends a burst far above the server's capacity: the first
-// cut goes to just below the rate the server accepted, not to 0.7 times
-// the burst's rate, which would take a dozen rounds of refusals.
-// A handful of successes is no rate: the cut ignores a current bucket of
-// fewer than minSamples successes, which would make a rate of anything.
-// A 503 while requests still get through is a throttle like a 429 (S3's
-// SlowDown, Azure Storage's ServerBusy), and its Retry-After pauses the key.
-// An outage at a cold start refuses everything from the first attempt:
-// the cuts stop at a quarter of the rate the first one set (so that the
-// waiting requests keep turns within their deadlines), and the first
-// success starts the key afresh, in slow start.
-// An outage after successes: the rate comes down (nothing is held), and a
-// success after a silence of ten times the usual spacing of successes, and
-// at least outageTime, restarts the key.
-// A limiter that admits its quota at the start of each window is silent
-// for the rest of it: at 5 requests/s, a second without a success is no
-// outage, and the key keeps what it learned. Ten spacings (2 s) are,
-// after refusals that cut twice or more; after a single cut, the silence
-// may be the client's own (callers backing off, or done), and is not.
-// Refusals right after a cold start's first successes follow no measured
-// rate of successes: a silence after them cannot be told from a window
-// limiter's, and restarts nothing.
-// Cuts answered quickly, with successes slower to come (a cold start's
-// burst), are not an outage: a success soon after them grows the rate.
 // reserve and observe look up req's key, as the Transport does once per
 // RoundTrip, for the tests that drive a Pacer directly.
 func (p *Pacer) reserve(req *http.Request, now time.Time) (time.Duration, *reservation) {
@@ -379,10 +353,6 @@ func TestPacerSlowStartOff(t *testing.T) {
 	assert.False(t, slow)
 }
 
-// A throttle of an attempt paced at the rate in force voids the turns
-// handed out before it: their attempts take new ones at the new rate.
-// Turns queued at a rate the key has since grown well past are void: the
-// client would otherwise keep the old rate for as long as its queue lasts.
 // timers records every timer of slow start's time limit, in order.
 type timers struct {
 	mu sync.Mutex
