@@ -118,12 +118,18 @@ return 1
 
 // ready runs readyScript on key for a waiter of what ("slot" or "hold").
 func (p *Pacer) ready(ctx context.Context, key, what string) (bool, error) {
-	res, err := p.run(ctx, readyScript, key, what)
+	return p.runFlag(ctx, readyScript, key, what)
+}
+
+// runFlag runs a script whose reply is 1 or 0, and reports whether it
+// was 1.
+func (p *Pacer) runFlag(ctx context.Context, script *redis.Script, key string, args ...any) (bool, error) {
+	res, err := p.run(ctx, script, key, args...)
 	if err != nil {
 		return false, err
 	}
 	n, ok := res.(int64)
-	if !ok {
+	if !ok || n < 0 || n > 1 {
 		return false, fmt.Errorf("redispace: unexpected reply %v", res)
 	}
 	return n == 1, nil
@@ -219,13 +225,5 @@ func (p *Pacer) turnValid(ctx context.Context, key string, gen uint64, send bool
 	if send {
 		op = "go"
 	}
-	res, err := p.run(ctx, turnScript, key, strconv.FormatUint(gen, 10), op)
-	if err != nil {
-		return false, err
-	}
-	n, ok := res.(int64)
-	if !ok {
-		return false, fmt.Errorf("redispace: unexpected reply %v", res)
-	}
-	return n == 1, nil
+	return p.runFlag(ctx, turnScript, key, strconv.FormatUint(gen, 10), op)
 }

@@ -13,15 +13,16 @@ import (
 
 // Wait returns when the next attempt of req may be sent: while req's key
 // is in slow start, once it holds a slot of the window; once the key has
-// engaged, at its turn in the fleet's schedule. A turn made void while the
-// attempt waits for it (the rate was cut, the key paused or restarted)
-// is given up for a new one, as the attempt finds at the looks it takes
-// halfway through a long wait and just before the turn. A wait that would end past ctx's deadline
-// is not begun and takes no turn; except while the key holds its rate
-// through an outage (refused from its first attempt on), when the wait is
-// a probe's, no forecast: the attempt asks again, about every 75 ms and
-// with no turn, until the hold ends (a success restarts the key) or ctx
-// does. It implements [retry.Pacer].
+// engaged, at its turn in the fleet's schedule. A turn made void while
+// the attempt waits for it (the rate was cut, the key paused or
+// restarted) is given up for a new one, as the attempt finds at the looks
+// it takes halfway through a long wait and just before the turn. A wait
+// that would end past ctx's deadline is not begun and takes no turn;
+// except while the key holds its rate through an outage (refused from its
+// first attempt on, or for as long as an outage), when the wait is a
+// probe's, no forecast: the attempt asks again, about every 75 ms and with
+// no turn, until the hold ends (a success restarts the key) or ctx does.
+// It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	if p.usingFallback() {
 		return p.fallbackPacer().Wait(ctx, req)
