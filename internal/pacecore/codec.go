@@ -177,7 +177,7 @@ type reader struct {
 	err error
 }
 
-var errMalformed = errors.New("pacecore: a malformed state: short, or a flag neither 0 nor 1")
+var errMalformed = errors.New("pacecore: a malformed state: short, a flag neither 0 nor 1, or a NaN")
 
 func (r *reader) varint() int64 {
 	if r.err != nil {
@@ -216,6 +216,11 @@ func (r *reader) f64(v *float64) {
 		return
 	}
 	*v, r.b = math.Float64frombits(binary.LittleEndian.Uint64(r.b)), r.b[8:]
+	if math.IsNaN(*v) {
+		// No step makes one: a NaN rate would make every interval
+		// nonsense. (+Inf is a restarted key's CUSUM.)
+		r.err = errMalformed
+	}
 }
 
 func (r *reader) flag(v *bool) {

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/backoff-jitter/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -73,6 +74,7 @@ func TestCodecRefusesMalformed(t *testing.T) {
 		"another format": append([]byte{format + 1}, b[1:]...),
 		"short":          b[:len(b)-1],
 		"long":           append(b[:len(b):len(b)], 0),
+		"a NaN rate":     nanRate(),
 		"no such mode":   append([]byte{format, 9}, b[2:]...),
 	} {
 		got := New(&Config{MinRate: 1})
@@ -144,4 +146,45 @@ func fingerprint(typ reflect.Type) string {
 	}
 	walk(typ)
 	return fmt.Sprintf("%x", sha256.Sum256([]byte(b.String())))[:16]
+}
+
+// Whatever bytes a shared store hands back, UnmarshalBinary returns an
+// error or a state whose encoding decodes back to it (a varint longer
+// than it need be decodes, so the first bytes may differ); it never
+// panics, and the state it accepts steps without panicking either.
+func FuzzCodec(f *testing.F) {
+	cfg := &Config{MinRate: DefaultMinRate, InitialWindow: 10}
+	s := New(cfg)
+	b, _ := s.MarshalBinary()
+	f.Add(b)
+	rnd := rand.New(rand.NewPCG(7, 8))
+	for range 300 {
+		s.Step(pacerEpoch.Add(time.Duration(rnd.IntN(int(time.Second)))), randomEvent(rnd, &s))
+	}
+	b, _ = s.MarshalBinary()
+	f.Add(b)
+	f.Add([]byte{format})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got := New(cfg)
+		if got.UnmarshalBinary(b) != nil {
+			return
+		}
+		again, err := got.MarshalBinary()
+		require.NoError(t, err)
+		back := New(cfg)
+		require.NoError(t, back.UnmarshalBinary(again))
+		twice, err := back.MarshalBinary()
+		require.NoError(t, err)
+		require.Equal(t, again, twice, "encoded, decoded and encoded again")
+		got.Step(pacerEpoch, Event{Kind: Reserve})
+		got.Step(pacerEpoch, Event{Kind: Answer, Class: retry.Throttled, ForRate: true, Gen: got.Gen()})
+	})
+}
+
+// nanRate returns the encoding of a new state whose rate is NaN.
+func nanRate() []byte {
+	s := New(&Config{MinRate: DefaultMinRate})
+	s.rate.fill = math.NaN()
+	b, _ := s.MarshalBinary()
+	return b
 }
