@@ -77,12 +77,14 @@ var errContended = errors.New("redispace: the key's state kept changing under th
 
 // update steps key's state with step, in the next round of key's steps
 // in this process, and returns its effects, and when (on the process's
-// clock) the state it stepped was read: its time is Redis's then. snap,
+// clock) the state it stepped was read: its time is Redis's then. A round
+// serves several callers, so it heeds none's context: each of its calls
+// is bounded by Timeout. snap,
 // if not nil, is the state as the caller just read it, from which its
 // round may start. late, if not nil, gets the effects of a write that
 // succeeded after Timeout, when the caller has gone on without it (see
 // giveBack).
-func (p *Pacer) update(_ context.Context, key string, snap *snapshot, step stepFunc, late func(pacecore.Effects)) (pacecore.Effects, time.Time, error) {
+func (p *Pacer) update(key string, snap *snapshot, step stepFunc, late func(pacecore.Effects)) (pacecore.Effects, time.Time, error) {
 	op := &pending{step: step, late: late, snap: snap, wake: make(chan bool, 1)}
 	r := &p.rounds
 	r.mu.Lock()

@@ -84,7 +84,7 @@ func (k *fleetKey) step(ev pacecore.Event) pacecore.Effects {
 	if err != nil {
 		k.t.Fatal(err)
 	}
-	fx, _, err := k.p.update(ctx, k.key, &snap, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
+	fx, _, err := k.p.update(k.key, &snap, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
 		ev.Sent, ev.OK = n, ok
 		return st.Step(now, ev), 0
 	}, nil)

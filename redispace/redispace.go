@@ -224,7 +224,7 @@ func (t *turn) Done(f retry.Feedback) {
 	ctx := context.Background()
 	snap, _, err := p.load(ctx, t.key, op)
 	if err == nil && (class != retry.Success || t.slot || f.Hinted || !p.counted(snap)) {
-		_, _, err = p.update(ctx, t.key, &snap, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
+		_, _, err = p.update(t.key, &snap, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
 			ev.Sent, ev.OK = n, ok
 			return st.Step(now, ev), 0
 		}, nil)

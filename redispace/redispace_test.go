@@ -363,7 +363,7 @@ func TestSlowCallGivesItsSlotBack(t *testing.T) {
 	take := func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
 		return next(st, now, pacecore.Event{Sent: n, OK: ok}, false, time.Time{})
 	}
-	if _, _, err := p.update(ctx, key, &snap, take, func(fx pacecore.Effects) { p.giveBack(key, fx) }); err != errTimeout {
+	if _, _, err := p.update(key, &snap, take, func(fx pacecore.Effects) { p.giveBack(key, fx) }); err != errTimeout {
 		t.Fatalf("a write while Redis is paused: %v; want %v", err, errTimeout)
 	}
 	deadline := time.Now().Add(5 * time.Second)

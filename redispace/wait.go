@@ -95,7 +95,7 @@ func (p *Pacer) take(ctx context.Context, key string, waiting, count bool) (pace
 	}
 	dl, hasDL := ctx.Deadline()
 	var sends int64
-	fx, read, err := p.update(ctx, key, &snap, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
+	fx, read, err := p.update(key, &snap, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
 		var deadline time.Time
 		if hasDL {
 			deadline = now.Add(p.until(dl)) // on the fleet's clock
@@ -224,7 +224,7 @@ func (p *Pacer) giveBack(key string, fx pacecore.Effects) {
 // stepAlone steps key's state with ev, on a context of its own; a
 // failure is reported (see trip).
 func (p *Pacer) stepAlone(key string, ev pacecore.Event) {
-	_, _, err := p.update(context.Background(), key, nil, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
+	_, _, err := p.update(key, nil, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
 		ev.Sent, ev.OK = n, ok
 		return st.Step(now, ev), 0
 	}, nil)
