@@ -171,16 +171,26 @@ func (p *Pacer) commit(key string, steps []*pending) {
 		// A state missing, or of another format (another version of the
 		// library), starts the key afresh.
 		_ = st.UnmarshalBinary(snap.state)
-		var sends int64
+		// Each step carries in the counts its caller saw when it read
+		// this very state (its version), less those carried before it:
+		// the attempts sent and successes counted before it came, as
+		// package pace's Pacer carries them into each step. The counts
+		// that came after every step's reading stay for the next round.
+		// Carried all into the first step, a burst's successes that came
+		// after a throttle made its share refused look lower than it was,
+		// and the fleet, under load, took a limit for shedding.
+		var sends, carriedN, carriedK int64
 		for i, op := range steps {
 			var n, ok int64
-			if i == 0 {
-				n, ok = snap.sent, snap.ok
+			if s := op.snap; s != nil && s.version == snap.version {
+				// The counts only grow while the version stands.
+				n, ok = max(s.sent-carriedN, 0), max(s.ok-carriedK, 0)
 			}
+			carriedN, carriedK = carriedN+n, carriedK+ok
 			fx, s := op.step(&st, snap.now, n, ok)
 			fxs[i], sends = fx, sends+s
 		}
-		next, done, err := p.save(ctx, key, snap, &st, sends, token, func() {
+		next, done, err := p.save(ctx, key, snap, &st, carriedN, carriedK, sends, token, func() {
 			for i, op := range steps {
 				if op.late != nil {
 					op.late(fxs[i])
@@ -202,11 +212,12 @@ func (p *Pacer) commit(key string, steps []*pending) {
 	fail(errContended)
 }
 
-// save writes st, stepped from snap with sends more attempts sent, if no
-// other process wrote key's state since snap was read nor holds its
-// lease (token is the writer's, if any): done, or the state now. late is
-// called if the write succeeds after Timeout.
-func (p *Pacer) save(ctx context.Context, key string, snap snapshot, st *pacecore.State, sends int64, token string, late func()) (snapshot, bool, error) {
+// save writes st, stepped from snap carrying in usedN and usedK of the
+// counts and with sends more attempts sent, if no other process wrote
+// key's state since snap was read nor holds its lease (token is the
+// writer's, if any): done, or the state now. late is called if the write
+// succeeds after Timeout.
+func (p *Pacer) save(ctx context.Context, key string, snap snapshot, st *pacecore.State, usedN, usedK, sends int64, token string, late func()) (snapshot, bool, error) {
 	blob, err := st.MarshalBinary()
 	if err != nil {
 		return snapshot{}, false, err
@@ -223,7 +234,7 @@ func (p *Pacer) save(ctx context.Context, key string, snap snapshot, st *pacecor
 	}
 	sent := time.Now()
 	res, err := p.runLate(ctx, saveScript, key, onLate, snap.version, blob, int(st.Mode()), strconv.FormatUint(st.Gen(), 10),
-		snap.sent, snap.ok, sends, keyTTL.Milliseconds(), inflight, slots, ends, token)
+		usedN, usedK, sends, keyTTL.Milliseconds(), inflight, slots, ends, token)
 	if err != nil {
 		return snapshot{}, false, err
 	}
