@@ -19,7 +19,7 @@ import (
 // format names the encoding. It changes with any change of the state's
 // fields (TestCodecCoversTheState pins them): a state of another format
 // is refused, and its driver starts the key afresh.
-const format = 1
+const format = 2
 
 // ErrFormat is UnmarshalBinary's error for a state of another format, or
 // none: a driver starts the key afresh.
@@ -133,6 +133,7 @@ func (s *State) fields(c codec) {
 	sh.saved.fields(c)
 	c.time(&sh.at)
 	c.i64(&sh.atSent)
+	c.int(&sh.atOK)
 	c.f64(&sh.share)
 	c.f64(&sh.origin)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/internal/pacesim"
 	"github.com/stretchr/testify/assert"
 )
@@ -41,6 +42,44 @@ func TestPacerColdStartAgainstABurst(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Eight callers a few milliseconds from a token bucket of 200/s with a
+// burst of 20, each sending its next request once the last is answered
+// and retrying a refusal after a backoff, send below the rates the first
+// cuts set, and meet the limit at shares the burst diluted. The test of
+// shedding went on to its second stage at a rate still above the limit,
+// found the share there about as high, and took the limit for shedding in
+// one cold start of seven: the key went idle, and sent unpaced, with ten
+// times as many refusals (see deepen).
+func TestColdStartAgainstABurstIsNoShedding(t *testing.T) {
+	for _, rtt := range []time.Duration{2 * time.Millisecond, 4 * time.Millisecond, 8 * time.Millisecond} {
+		idle := 0
+		for seed := range uint64(40) {
+			p := &testPacer{InitialWindow: -1}
+			k := &idleCount{Key: p.state(hostRequest(t, "api.example"))}
+			srv := &pacesim.Server{Rate: 200, Burst: 20, Lag: rtt / 2, Rnd: rand.New(rand.NewPCG(seed, 2))}
+			pacesim.Clients(t, k, srv, 8, 400, rtt, rand.New(rand.NewPCG(seed, 4)))
+			idle += k.idle
+		}
+		assert.Zero(t, idle, "round trips of %v: keys gone idle, in 40 cold starts", rtt)
+	}
+}
+
+// idleCount counts the times its key goes from engaged to idle.
+type idleCount struct {
+	pacesim.Key
+	engaged bool
+	idle    int
+}
+
+func (k *idleCount) Answer(class retry.Class, gen uint64, at time.Time) {
+	k.Key.Answer(class, gen, at)
+	e := k.Key.State().Engaged
+	if k.engaged && !e {
+		k.idle++
+	}
+	k.engaged = e
 }
 
 // acceptedRate is bounded by the successes since the first throttle only

@@ -59,6 +59,9 @@ type shedding struct {
 	// or deepen, and atSent the attempts sent by then (meter.sends).
 	at     time.Time
 	atSent int64
+	// atOK counts the successes answered since at, engaged (see
+	// deepen).
+	atOK int
 	// share is the refusal share found not to depend on the rate,
 	// lowered while idle by buckets refused less often (see decay); 0:
 	// none.
@@ -80,6 +83,9 @@ func (sh *shedding) count(s *State, refused bool, gen uint64) {
 		k = 1
 	}
 	sh.epN, sh.epK = sh.epN+1, sh.epK+k
+	if !refused {
+		sh.atOK++
+	}
 	switch {
 	case sh.chainRate == 0:
 	case gen != s.sched.gen && gen <= sh.chainGen:
@@ -133,7 +139,7 @@ func (sh *shedding) cut(s *State, base float64, now time.Time) {
 // limit's (see shedding.limit).
 func (sh *shedding) begin(s *State, now time.Time, base float64, n, k int, limit bool) {
 	sh.chainRate, sh.chainGen, sh.lowRate, sh.limit = base, s.sched.gen, 0, limit
-	sh.at, sh.atSent = now, s.meter.sends()
+	sh.at, sh.atSent, sh.atOK = now, s.meter.sends(), 0
 	sh.hiN, sh.hiK = n, k
 	sh.loN, sh.loK, sh.deep = 0, 0, false
 }

@@ -76,17 +76,26 @@ func (s *State) paceHolds(now time.Time) bool {
 // on at 0.9 of that (no lower than shedDeepFloor of the low rate, as a
 // share of all would take it to nothing), against the
 // share of every outcome so far, and must find the share as high there
-// again (see test). The curve starts from the new rate, where the first
-// cut's would soon have grown back above it, and the curve before is
-// saved for a limit found below it (see testSuccess).
+// again (see test). It goes no higher than 0.9 of the successes the
+// stage was answered over its time (one at least): callers that back
+// off, or wait on a shared store, send below the rate in force, and a
+// handful of outcomes can put the share far under a limit's; tested
+// above the limit, as a share diluted by a burst, a limit's share
+// passed for shedding. The curve starts from the new rate, where the
+// first cut's would soon have grown back above it, and the curve before
+// is saved for a limit found below it (see testSuccess).
 func (s *State) deepen(now time.Time, minRate float64) {
 	sh := &s.shed
 	lo := float64(sh.loK) / float64(sh.loN)
-	to := max(acceptedShare*(1-lo)*s.rate.fill, shedDeepFloor*s.rate.fill, minRate)
+	to := max(acceptedShare*(1-lo)*s.rate.fill, shedDeepFloor*s.rate.fill)
+	if span := now.Sub(sh.at).Seconds(); span > 0 {
+		to = min(to, acceptedShare*float64(max(sh.atOK, 1))/span)
+	}
+	to = max(to, minRate)
 	sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
 	sh.loN, sh.loK = 0, 0
 	sh.chainGen, sh.lowRate, sh.deep = s.sched.gen, to, true
-	sh.at, sh.atSent = now, s.meter.sends()
+	sh.at, sh.atSent, sh.atOK = now, s.meter.sends(), 0
 	sh.saved = s.rate
 	s.rate.lastMax, s.rate.lastCut, s.rate.cutTo, s.rate.window = to, now, to, 0
 	s.setRate(to, minRate)
@@ -198,13 +207,15 @@ func (s *State) disengage(now time.Time) {
 	// The refusals that led here are the share's, not above it: noise
 	// weighs the throttles that come after.
 	s.meter.refused, s.meter.lastRefused = 0, 0
-	// The rates measured while it was paced are the Pacer's, not the
-	// client's: a throttle that engages the key again cuts from the rate
-	// it is sent at from now on, not from the paced rate, which would
-	// take a minute to grow back from. A bucket begins now;
-	// the successes so far stay, as the bucket before, for noise to
-	// weigh the next throttles against.
-	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
+	// The sending rate measured while it was paced is the Pacer's, not
+	// the client's: a throttle that engages the key again cuts from the
+	// rate it is sent at from now on, not from the paced rate, which
+	// would take a minute to grow back from. The accepted rate is the
+	// server's and stays: forgotten, an outage after it could not be
+	// told from a limit (see outageOver), and was cut through to the
+	// minimum rate. A bucket begins now; the successes so far stay, as
+	// the bucket before, for noise to weigh the next throttles against.
+	s.meter.measured, s.meter.sampled = 0, false
 	s.meter.lastOK += s.meter.takeOK()
 	s.meter.suspectOK = 0
 	s.meter.takeSent()

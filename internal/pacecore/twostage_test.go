@@ -167,7 +167,8 @@ func TestPacerBurstLimitIsNoShedding(t *testing.T) {
 
 // Refused at the low rate about as often as before the chain, a key goes
 // on with the test at 0.9 of the share the low rate accepted (no lower
-// than half of it), against the share of every outcome so far; the curve
+// than half of it), and no higher than 0.9 of the successes over the
+// stage's time, against the share of every outcome so far; the curve
 // starts there, and the one before is kept.
 func TestDeepen(t *testing.T) {
 	s := &State{}
@@ -189,6 +190,15 @@ func TestDeepen(t *testing.T) {
 	setChain(s, shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 3, loK: 3})
 	s.deepen(pacerEpoch, 0.5)
 	assert.Equal(t, 50.0, s.rate.fill, "three refusals of three: half the rate, not nothing")
+
+	s.setRate(100, 0.5)
+	setChain(s, shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 10, loK: 3, atOK: 5})
+	s.deepen(pacerEpoch.Add(100*time.Millisecond), 0.5)
+	assert.InDelta(t, acceptedShare*50, s.rate.fill, 1e-9, "5 successes in the stage's 100 ms: a limit accepts no more than 50/s")
+	s.setRate(100, 0.5)
+	setChain(s, shedding{chainRate: 140, hiN: 20, hiK: 4, loN: 3, loK: 3})
+	s.deepen(pacerEpoch.Add(time.Second), 0.5)
+	assert.InDelta(t, acceptedShare*1, s.rate.fill, 1e-9, "none in a second: one's worth")
 }
 
 // At the low rate, a limit under it refuses nothing: the successes
@@ -240,8 +250,8 @@ func TestSecondStageRestores(t *testing.T) {
 }
 
 // Shed at random at the second stage's rate as at the first, a key goes
-// idle, with its measured rates forgotten and its successes kept for
-// noise to weigh the next throttles against.
+// idle, with its measured sending rate forgotten and its successes kept
+// for noise to weigh the next throttles against.
 func TestSecondStageShedding(t *testing.T) {
 	p, req, e := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
 	e.change(func(s *State) {
@@ -262,15 +272,51 @@ func TestSecondStageShedding(t *testing.T) {
 	}
 	require.False(t, e.st.Engaged(), "idle")
 	assert.Positive(t, s.shed.share, "the share found")
-	assert.Zero(t, s.meter.measured, "the rates measured while paced are forgotten")
-	assert.Zero(t, s.meter.accepted)
+	assert.Zero(t, s.meter.measured, "the sending rate measured while paced is forgotten")
 	assert.False(t, s.meter.sampled)
+	assert.Equal(t, 70.0, s.meter.accepted, "the server's accepted rate stays")
 	assert.Equal(t, at, s.meter.bucket, "a bucket begins")
 	assert.Positive(t, s.meter.lastOK, "the successes so far stay, for noise")
 }
 
 // setChain gives s the chain sh, in a stage the client kept up with: a
 // thousand attempts sent since it began at pacerEpoch.
+// A key gone idle, its refusals found not to depend on its rate, still
+// knows the rate its server accepted: an outage that begins at once
+// (every attempt refused for two seconds: the refusals that ended the
+// test may have been its first) is one, and the success that ends it
+// starts the key afresh. With the accepted rate forgotten too, the
+// silence could not be weighed, and the refusals cut the rate to about
+// one a second, to grow back from there.
+func TestOutageAfterSheddingRestarts(t *testing.T) {
+	p, req, e := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
+	e.change(func(s *State) {
+		s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
+		s.meter.bucket = pacerEpoch
+		s.deepen(pacerEpoch, 0.5)
+	})
+	at := pacerEpoch
+	for i := 0; i < 400 && e.st.Engaged(); i++ {
+		d, res := p.reserve(req, at)
+		at = at.Add(d)
+		class, code := retry.Success, 200
+		if i%4 == 3 {
+			class, code = retry.Throttled, 429
+		}
+		p.observe(req, class, response(code), res.generation(), at)
+	}
+	require.False(t, e.st.Engaged(), "idle")
+	for end := at.Add(2 * time.Second); at.Before(end); {
+		d, res := p.reserve(req, at)
+		at = at.Add(max(d, time.Millisecond))
+		p.observe(req, retry.Throttled, response(503), res.generation(), at)
+	}
+	require.True(t, e.st.Engaged(), "the outage's refusals engage the key")
+	d, res := p.reserve(req, at)
+	p.observe(req, retry.Success, response(200), res.generation(), at.Add(d))
+	assert.False(t, e.st.Engaged(), "an outage, over: the key starts afresh")
+}
+
 func setChain(s *State, sh shedding) {
 	s.shed = sh
 	s.shed.at, s.shed.atSent = pacerEpoch, 0
