@@ -253,24 +253,8 @@ func TestSecondStageRestores(t *testing.T) {
 // idle, with its measured sending rate forgotten and its successes kept
 // for noise to weigh the next throttles against.
 func TestSecondStageShedding(t *testing.T) {
-	p, req, e := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
-	e.change(func(s *State) {
-		s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
-		s.meter.bucket = pacerEpoch
-		s.deepen(pacerEpoch, 0.5)
-	})
+	_, _, e, at := shedUntilIdle(t)
 	s := &e.st
-	at := pacerEpoch
-	for i := 0; i < 400 && e.st.Engaged(); i++ {
-		d, res := p.reserve(req, at)
-		at = at.Add(d)
-		class, code := retry.Success, 200
-		if i%4 == 3 {
-			class, code = retry.Throttled, 429
-		}
-		p.observe(req, class, response(code), res.generation(), at)
-	}
-	require.False(t, e.st.Engaged(), "idle")
 	assert.Positive(t, s.shed.share, "the share found")
 	assert.Zero(t, s.meter.measured, "the sending rate measured while paced is forgotten")
 	assert.False(t, s.meter.sampled)
@@ -279,8 +263,6 @@ func TestSecondStageShedding(t *testing.T) {
 	assert.Positive(t, s.meter.lastOK, "the successes so far stay, for noise")
 }
 
-// setChain gives s the chain sh, in a stage the client kept up with: a
-// thousand attempts sent since it began at pacerEpoch.
 // A key gone idle, its refusals found not to depend on its rate, still
 // knows the rate its server accepted: an outage that begins at once
 // (every attempt refused for two seconds: the refusals that ended the
@@ -289,23 +271,7 @@ func TestSecondStageShedding(t *testing.T) {
 // silence could not be weighed, and the refusals cut the rate to about
 // one a second, to grow back from there.
 func TestOutageAfterSheddingRestarts(t *testing.T) {
-	p, req, e := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
-	e.change(func(s *State) {
-		s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
-		s.meter.bucket = pacerEpoch
-		s.deepen(pacerEpoch, 0.5)
-	})
-	at := pacerEpoch
-	for i := 0; i < 400 && e.st.Engaged(); i++ {
-		d, res := p.reserve(req, at)
-		at = at.Add(d)
-		class, code := retry.Success, 200
-		if i%4 == 3 {
-			class, code = retry.Throttled, 429
-		}
-		p.observe(req, class, response(code), res.generation(), at)
-	}
-	require.False(t, e.st.Engaged(), "idle")
+	p, req, e, at := shedUntilIdle(t)
 	for end := at.Add(2 * time.Second); at.Before(end); {
 		d, res := p.reserve(req, at)
 		at = at.Add(max(d, time.Millisecond))
@@ -317,6 +283,33 @@ func TestOutageAfterSheddingRestarts(t *testing.T) {
 	assert.False(t, e.st.Engaged(), "an outage, over: the key starts afresh")
 }
 
+// shedUntilIdle sets a key at the second stage of a test of shedding,
+// its server's accepted rate 70/s, and refuses one attempt in four until
+// it goes idle: the pacer, request and key, and the time then.
+func shedUntilIdle(t *testing.T) (*testPacer, *http.Request, *entry, time.Time) {
+	t.Helper()
+	p, req, e := chainKey(t, 100, 140, shedding{chainRate: 140, hiN: 40, hiK: 10, loN: 12, loK: 3})
+	e.change(func(s *State) {
+		s.meter.measured, s.meter.accepted, s.meter.sampled = 90, 70, true
+		s.meter.bucket = pacerEpoch
+		s.deepen(pacerEpoch, 0.5)
+	})
+	at := pacerEpoch
+	for i := 0; i < 400 && e.st.Engaged(); i++ {
+		d, res := p.reserve(req, at)
+		at = at.Add(d)
+		class, code := retry.Success, 200
+		if i%4 == 3 {
+			class, code = retry.Throttled, 429
+		}
+		p.observe(req, class, response(code), res.generation(), at)
+	}
+	require.False(t, e.st.Engaged(), "idle")
+	return p, req, e, at
+}
+
+// setChain gives s the chain sh, in a stage the client kept up with: a
+// thousand attempts sent since it began at pacerEpoch.
 func setChain(s *State, sh shedding) {
 	s.shed = sh
 	s.shed.at, s.shed.atSent = pacerEpoch, 0
