@@ -76,14 +76,15 @@ func (s *State) paceHolds(now time.Time) bool {
 // on at 0.9 of that (no lower than shedDeepFloor of the low rate, as a
 // share of all would take it to nothing), against the
 // share of every outcome so far, and must find the share as high there
-// again (see test). It goes no higher than 0.9 of the successes the
-// stage was answered over its time (one at least): callers that back
-// off, or wait on a shared store, send below the rate in force, and a
-// handful of outcomes can put the share far under a limit's; tested
-// above the limit, as a share diluted by a burst, a limit's share
-// passed for shedding. The curve starts from the new rate, where the
-// first cut's would soon have grown back above it, and the curve before
-// is saved for a limit found below it (see testSuccess).
+// again (see test). It goes no higher than 0.9 of the successes per
+// second over the stage so far (one success at least): callers that
+// back off, or wait on a shared store, send below the rate in force,
+// and a handful of outcomes can put the share far under a limit's;
+// tested above the limit, against a first share a burst diluted, a
+// limit's share passed for shedding. The curve starts from the new
+// rate, where the first cut's would soon have grown back above it, and
+// the curve before is saved for a limit found below it (see
+// testSuccess).
 func (s *State) deepen(now time.Time, minRate float64) {
 	sh := &s.shed
 	lo := float64(sh.loK) / float64(sh.loN)
