@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
-	"github.com/redis/go-redis/v9"
 )
 
 // fleetRun has workers take turns from p for host's requests, each with a
@@ -102,15 +101,4 @@ func envInt(t *testing.T, name string, def, lo, hi int) int {
 		t.Fatalf("%s=%q: want %d to %d", name, s, lo, hi)
 	}
 	return n
-}
-
-// redisNow returns Redis's clock, in microseconds, as the scripts read it
-// (TIME): the times a test writes into a key's state are on it.
-func redisNow(t *testing.T, rdb *redis.Client) int64 {
-	t.Helper()
-	tm, err := rdb.Time(context.Background()).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tm.UnixMicro()
 }

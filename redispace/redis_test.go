@@ -53,7 +53,7 @@ var redisServer = sync.OnceValues(func() (string, error) {
 // without persistence, stopped when the test ends, and returns a client
 // for it. Where redis-server is missing it is installed (Debian's
 // package); the test is skipped, saying why, only where that fails.
-func startRedis(t *testing.T) (*redis.Client, func()) {
+func startRedis(t testing.TB) (*redis.Client, func()) {
 	t.Helper()
 	bin, err := redisServer()
 	if err != nil {

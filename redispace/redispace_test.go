@@ -3,7 +3,7 @@ package redispace
 import (
 	"context"
 	"errors"
-	"math"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacecore"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -37,47 +38,37 @@ func request(t *testing.T, host string) *http.Request {
 	return req
 }
 
-func rate(t *testing.T, rdb *redis.Client, key string) float64 {
+// rate returns the rate p's fleet paces key at, 0 when not engaged.
+func rate(t *testing.T, p *Pacer, key string) float64 {
 	t.Helper()
-	v, err := rdb.HGet(context.Background(), defaultPrefix+key, "rate").Float64()
-	if err != nil && !errors.Is(err, redis.Nil) {
+	r, engaged, err := p.Rate(context.Background(), key)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return v
+	if !engaged {
+		return 0
+	}
+	return r
 }
 
 // refusalsToEngage throttles in a row engage a key whose CUSUM is at zero
-// (after successes), coldRefusalsToEngage a new key (see suspect in
-// feedbackScript).
+// (after successes), coldRefusalsToEngage a new key: package pace's rules.
 const (
 	refusalsToEngage     = 7
 	coldRefusalsToEngage = 3
 )
 
-// engageKey engages req's key: four throttles of its first four answers
-// (three engage a new key; the fourth is a lone throttle of the engaged
-// key, taken for jitter).
+// engageKey engages req's key, new: three throttles of its first three
+// answers.
 func engageKey(t *testing.T, p *Pacer, req *http.Request) {
 	t.Helper()
-	for range 4 {
+	for range coldRefusalsToEngage {
 		turn, _ := wait(t, p, req)
 		turn.Done(retry.Feedback{Class: retry.Throttled})
 	}
-	if r := rate(t, p.Client.(*redis.Client), p.key(req)); r <= 0 {
-		t.Fatal("four throttles of four answers did not engage the key")
+	if r := rate(t, p, p.key(req)); r <= 0 {
+		t.Fatal("three throttles of a new key's three answers did not engage it")
 	}
-}
-
-// engagedPacer starts a Redis and a Pacer on it, without slow start, with
-// the key of api.example engaged; it returns them with that request and
-// the key's name in Redis.
-func engagedPacer(t *testing.T) (*redis.Client, *Pacer, *http.Request, string) {
-	t.Helper()
-	rdb, _ := startRedis(t)
-	p := &Pacer{Client: rdb, InitialWindow: -1}
-	req := request(t, "api.example")
-	engageKey(t, p, req)
-	return rdb, p, req, defaultPrefix + "api.example"
 }
 
 func wait(t *testing.T, p *Pacer, req *http.Request) (retry.Turn, time.Duration) {
@@ -102,7 +93,7 @@ func TestIdleKeyIsNotPaced(t *testing.T) {
 		}
 		turn.Done(retry.Feedback{Class: retry.Success})
 	}
-	if r := rate(t, rdb, "api.example"); r != 0 {
+	if r := rate(t, p, "api.example"); r != 0 {
 		t.Errorf("rate %v; want 0 (not engaged)", r)
 	}
 }
@@ -126,16 +117,16 @@ func TestFleetSharesRateAndTurns(t *testing.T) {
 	}
 	for i, tn := range turns[10 : 10+refusalsToEngage] {
 		tn.Done(retry.Feedback{Class: retry.Throttled})
-		if r := rate(t, rdb, "api.example"); (r > 0) != (i == refusalsToEngage-1) {
+		if r := rate(t, a, "api.example"); (r > 0) != (i == refusalsToEngage-1) {
 			t.Fatalf("rate %v after %d throttles following 10 successes; want engaged on the %dth", r, i+1, refusalsToEngage)
 		}
 	}
-	r := rate(t, rdb, "api.example")
+	r := rate(t, a, "api.example")
 	// The rest of the burst was paced before the cut: it cuts nothing.
 	for _, tn := range turns[10+refusalsToEngage:] {
 		tn.Done(retry.Feedback{Class: retry.Throttled})
 	}
-	if r2 := rate(t, rdb, "api.example"); r2 != r {
+	if r2 := rate(t, a, "api.example"); r2 != r {
 		t.Errorf("rate %v after the burst's other throttles; want %v (one cut a burst)", r2, r)
 	}
 	// b takes turns from the same schedule: spaced at the shared rate.
@@ -150,90 +141,6 @@ func TestFleetSharesRateAndTurns(t *testing.T) {
 	}
 	if d := time.Since(start); d < 2*interval-interval/2 {
 		t.Errorf("3 turns from two Pacers took %v; want about %v at the shared rate %.1f/s", d, 2*interval, r)
-	}
-}
-
-// Once the key is engaged, a lone throttle of an attempt paced at the rate
-// in force cuts nothing, a second within a second cuts; successes grow the
-// rate back.
-func TestCutsAndGrowth(t *testing.T) {
-	rdb, _ := startRedis(t)
-	p := &Pacer{Client: rdb}
-	req := request(t, "api.example")
-	for i := 1; i < coldRefusalsToEngage; i++ {
-		turn, _ := wait(t, p, req)
-		turn.Done(retry.Feedback{Class: retry.Throttled})
-		if r := rate(t, rdb, "api.example"); r != 0 {
-			t.Fatalf("rate %v after %d throttles of %d answers; want 0 (not engaged: refusals at random as likely)", r, i, i)
-		}
-	}
-	turn, _ := wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Throttled})
-	r1 := rate(t, rdb, "api.example")
-	if r1 <= 0 {
-		t.Fatalf("%d throttles of a new key's first %[1]d answers did not engage it", coldRefusalsToEngage)
-	}
-	// Three turns sent, all refused, clearly a burst's share (over 0.4,
-	// by a binomial test at 10 %): the sending rate reads over a tenth of
-	// a second at least (30/s), and the key engages at 0.7 times it.
-	if r1 > 21.01 {
-		t.Fatalf("engaged at %v/s after three turns; want 21/s at most (0.7 × 3 turns per 0.1s)", r1)
-	}
-	turn, _ = wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Throttled})
-	if r := rate(t, rdb, "api.example"); r != r1 {
-		t.Fatalf("rate %v after a lone throttle at the rate in force; want %v (taken for jitter)", r, r1)
-	}
-	turn, _ = wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Throttled})
-	r2 := rate(t, rdb, "api.example")
-	if !(r2 < r1) {
-		t.Fatalf("rate %v after a second throttle at the rate in force; want below %v", r2, r1)
-	}
-	if want := math.Max(0.9*r1, defaultMinRate); math.Abs(r2-want) > 0.01*want {
-		t.Errorf("rate %v after a cut from %v with nothing accepted; want %v (0.9×, or MinRate)", r2, r1, want)
-	}
-	// The next lone throttle is let pass again.
-	turn, _ = wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Throttled})
-	if r := rate(t, rdb, "api.example"); r != r2 {
-		t.Fatalf("rate %v after the first throttle since the cut; want %v", r, r2)
-	}
-	// Ten seconds after the cut, a success grows the rate along the
-	// cubic curve.
-	if r3 := successTenSecondsOn(t, p, rdb, req); !(r3 > r2) {
-		t.Errorf("rate %v after a success 10s after the cut; want above %v", r3, r2)
-	}
-}
-
-// successTenSecondsOn sets req's key's last cut (or engaging) back ten
-// seconds in Redis, with the fleet measured sending fast, reports one
-// success, and returns the rate in force after it.
-func successTenSecondsOn(t *testing.T, p *Pacer, rdb *redis.Client, req *http.Request) float64 {
-	t.Helper()
-	ctx := context.Background()
-	cut, _ := rdb.HGet(ctx, defaultPrefix+"api.example", "cut").Int64()
-	rdb.HSet(ctx, defaultPrefix+"api.example", "cut", cut-10_000_000, "measured", 1000)
-	turn, _ := wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Success})
-	return rate(t, rdb, "api.example")
-}
-
-// A key engaged by a server's hint, with no throttle before it, grows
-// its rate back on successes as a cut key does.
-func TestHintEngagedKeyGrows(t *testing.T) {
-	rdb, _ := startRedis(t)
-	p := &Pacer{Client: rdb, InitialWindow: -1}
-	req := request(t, "api.example")
-	turn, _ := wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Success, Wait: time.Millisecond, Hinted: true})
-	r1 := rate(t, rdb, "api.example")
-	if r1 <= 0 {
-		t.Fatal("a spent quota did not engage the key")
-	}
-	// Ten seconds later, a success grows the rate.
-	if r2 := successTenSecondsOn(t, p, rdb, req); !(r2 > r1) {
-		t.Errorf("rate %v after a success 10s after the key engaged on a hint; want above %v", r2, r1)
 	}
 }
 
@@ -258,7 +165,7 @@ func TestSlowStart(t *testing.T) {
 	for _, tn := range []retry.Turn{c, d, e} {
 		tn.Done(retry.Feedback{Class: retry.Success})
 	}
-	if r := rate(t, rdb, "api.example"); r != 0 {
+	if r := rate(t, p, "api.example"); r != 0 {
 		t.Errorf("rate %v in slow start; want 0", r)
 	}
 }
@@ -393,77 +300,96 @@ func TestTwoTransportsShareOneRate(t *testing.T) {
 	if served.Load() != 30 {
 		t.Errorf("%d requests served; want 30", served.Load())
 	}
-	if r := rate(t, rdb, ln.Addr().String()); r <= 0 || r > 40 {
+	if r := rate(t, &Pacer{Client: rdb}, ln.Addr().String()); r <= 0 || r > 40 {
 		t.Errorf("the shared rate is %.1f/s; want engaged, near the server's 20/s", r)
 	}
 	t.Logf("30 requests, %d refused", refused.Load())
 }
 
 // A call that outlives Timeout paces its attempt with Fallback but does
-// not leave Redis for the whole process, and its reply, when it comes,
-// gives back the slot of slow start it took: a slot left held would
-// narrow the window for the fleet. Redis is made slow with CLIENT PAUSE,
-// which holds scripts that write.
+// not leave Redis for the whole process; and a write that outlives it
+// (a slot of slow start taken for an attempt that went on with Fallback)
+// is undone when it lands: a slot left held would narrow the window for
+// the fleet. Redis is made slow with CLIENT PAUSE, which holds scripts
+// that write.
 func TestSlowCallGivesItsSlotBack(t *testing.T) {
 	rdb, _ := startRedis(t)
 	ctx := context.Background()
 	var fallbacks atomic.Int32
-	p := &Pacer{Client: rdb, Timeout: 50 * time.Millisecond, OnFallback: func(error) { fallbacks.Add(1) }}
+	p := &Pacer{Client: rdb, Timeout: 50 * time.Millisecond, InitialWindow: 4, OnFallback: func(error) { fallbacks.Add(1) }}
 	req := request(t, "api.example")
+	key := defaultPrefix + "api.example"
 	// Open the Pacer's connection and load the scripts before Redis
-	// pauses, so that only the pause is slow.
+	// pauses, so that only the pause is slow; the turn holds a slot.
 	first, _ := wait(t, p, req)
-	first.Done(retry.Feedback{Class: retry.Success})
-	inflight := func() int64 {
-		n, err := rdb.HGet(ctx, defaultPrefix+"api.example", "inflight").Int64()
-		if err != nil {
-			t.Fatal(err)
-		}
+	// The test reads the state with a Pacer that waits out the pauses
+	// (its reads, which refresh the key's time to live, write too).
+	reader := &Pacer{Client: rdb, Timeout: 5 * time.Second, InitialWindow: 4}
+	inflight := func() int {
+		st := stateOf(t, reader, key)
+		n, _, _ := st.Window()
 		return n
 	}
-	if n := inflight(); n != 0 {
-		t.Fatalf("inflight %d after the first attempt's answer; want 0", n)
+	if n := inflight(); n != 1 {
+		t.Fatalf("inflight %d with one attempt unanswered; want 1", n)
 	}
 
-	if err := rdb.Do(ctx, "CLIENT", "PAUSE", 200, "WRITE").Err(); err != nil {
-		t.Fatal(err)
+	pause := func() {
+		t.Helper()
+		if err := rdb.Do(ctx, "CLIENT", "PAUSE", 200, "WRITE").Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	pause()
 	turn, d := wait(t, p, req) // paced by Fallback after Timeout
 	if d > time.Second {
 		t.Errorf("Wait took %v with Redis paused; want about Timeout (50ms)", d)
 	}
-	turn.Done(retry.Feedback{Class: retry.Success})
+	turn.Done(retry.Feedback{Class: retry.Success}) // Fallback's turn
 	if fallbacks.Load() != 1 {
 		t.Fatalf("OnFallback called %d times; want 1", fallbacks.Load())
 	}
-	// The paused script runs when the pause ends, takes a slot, and its
-	// late reply gives the slot back.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		sent, err := rdb.HGet(ctx, defaultPrefix+"api.example", "sent").Int64()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// sent counts the turns taken in Redis's current second; the
-		// test runs within it.
-		if sent >= 2 && inflight() == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("inflight %d 5s after the pause ended; want the late reply's slot given back", inflight())
-		}
-		time.Sleep(5 * time.Millisecond) // polling another process, Redis
-	}
-	// One slow call did not trip the Pacer: the next attempt is paced by
-	// Redis again.
 	if p.usingFallback() {
 		t.Error("one slow call turned the Pacer to Fallback; want it on Redis")
 	}
-	turn, _ = wait(t, p, req)
-	turn.Done(retry.Feedback{Class: retry.Success})
+	time.Sleep(250 * time.Millisecond) // the pause's end: Redis's own timer
+
+	// A step whose write lands after Timeout: read, then Redis pauses.
+	snap, _, err := p.load(ctx, key, opRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause()
+	take := func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
+		return next(st, now, pacecore.Event{Sent: n, OK: ok}, false, time.Time{})
+	}
+	if _, _, err := p.update(key, &snap, take, func(fx pacecore.Effects) { p.giveBack(key, fx) }); err != errTimeout {
+		t.Fatalf("a write while Redis is paused: %v; want %v", err, errTimeout)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for reader.versionOf(t, key) < snap.version+2 { // the late write, and its undoing
+		if time.Now().After(deadline) {
+			t.Fatalf("inflight %d 5s after the pause ended; want the late write's slot given back", inflight())
+		}
+		time.Sleep(5 * time.Millisecond) // polling another process, Redis
+	}
+	if n := inflight(); n != 1 {
+		t.Errorf("inflight %d after the late write and its undoing; want 1 (the first attempt's)", n)
+	}
+	first.Done(retry.Feedback{Class: retry.Success})
 	if fallbacks.Load() != 1 {
 		t.Errorf("OnFallback called %d times; want 1", fallbacks.Load())
 	}
+}
+
+// versionOf returns the version of key's state in Redis.
+func (p *Pacer) versionOf(t *testing.T, key string) int64 {
+	t.Helper()
+	snap, _, err := p.load(context.Background(), key, opRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.version
 }
 
 // Calls that keep outliving Timeout for tripAfter-1 Timeouts turn the
@@ -502,64 +428,6 @@ func TestTripOnLastingTimeouts(t *testing.T) {
 	}
 }
 
-// Turns taken wait in one queue that drains at the rate in force: growth
-// brings the waiting turns forward, a cut holds them back, and none is
-// voided (the queue keeps its order and its count).
-func TestQueueDrainsAtRateInForce(t *testing.T) {
-	rdb, p, req, key := engagedPacer(t)
-	ctx := context.Background()
-	rdb.HSet(ctx, key, "rate", 10)
-
-	var last reservation
-	for range 5 {
-		r, err := p.reserve(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = r
-	}
-	if w := time.Duration(last.wait) * time.Microsecond; w < 300*time.Millisecond || w > 600*time.Millisecond {
-		t.Fatalf("the fifth turn at 10/s waits %v; want about 400-500ms", w)
-	}
-	rdb.HSet(ctx, key, "rate", 100)
-	w, _, err := p.check(ctx, key, last.n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Duration(w) * time.Microsecond; d > 80*time.Millisecond {
-		t.Errorf("the fifth turn waits %v once the rate is 100/s; want at most about 50ms", d)
-	}
-	rdb.HSet(ctx, key, "rate", 5)
-	w, _, err = p.check(ctx, key, last.n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := time.Duration(w) * time.Microsecond; d < 600*time.Millisecond {
-		t.Errorf("the fifth turn waits %v once the rate is 5/s; want about 800ms or more", d)
-	}
-
-	// Wait sleeps a long wait in halves and checks between them: growth
-	// while it sleeps cuts the wait short.
-	var slept []time.Duration
-	p.sleep = func(_ context.Context, d time.Duration) error {
-		if len(slept) == 0 {
-			rdb.HSet(ctx, key, "rate", 1000)
-		}
-		slept = append(slept, d)
-		return nil
-	}
-	if _, err := p.Wait(ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	var total time.Duration
-	for _, d := range slept {
-		total += d
-	}
-	if len(slept) < 2 || total > slept[0]+recheckAbove {
-		t.Errorf("slept %v in all (%v) for a turn brought forward after the first; want about the first half alone", total, slept)
-	}
-}
-
 // A throttle that Refusal says was not for the rate (a conflict) does not
 // engage the key; an ordinary one does.
 func TestRefusalIgnoresConflicts(t *testing.T) {
@@ -572,14 +440,14 @@ func TestRefusalIgnoresConflicts(t *testing.T) {
 		turn, _ := wait(t, p, req)
 		turn.Done(retry.Feedback{Class: retry.Throttled, Response: conflict})
 	}
-	if r := rate(t, rdb, "api.example"); r != 0 {
+	if r := rate(t, p, "api.example"); r != 0 {
 		t.Fatalf("rate %v after three conflicts; want 0 (not engaged)", r)
 	}
 	for range 4 {
 		turn, _ := wait(t, p, req)
 		turn.Done(retry.Feedback{Class: retry.Throttled, Response: &http.Response{StatusCode: http.StatusTooManyRequests, Header: http.Header{}}})
 	}
-	if r := rate(t, rdb, "api.example"); r <= 0 {
+	if r := rate(t, p, "api.example"); r <= 0 {
 		t.Error("four throttles of four answers did not engage the key")
 	}
 }
@@ -595,12 +463,85 @@ func TestRefusalIgnoresAHintedConflict(t *testing.T) {
 	conflict := &http.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"X-Conflict": {"1"}}}
 	turn, _ := wait(t, p, req)
 	turn.Done(retry.Feedback{Class: retry.Throttled, Response: conflict, Wait: 30 * time.Second, Hinted: true})
-	if r := rate(t, rdb, "api.example"); r != 0 {
+	if r := rate(t, p, "api.example"); r != 0 {
 		t.Fatalf("rate %v after a hinted conflict; want 0 (not engaged)", r)
 	}
 	if turn, d := wait(t, p, req); d > 100*time.Millisecond {
 		t.Errorf("the next turn waited %v after a conflict's 30s Retry-After; want no wait", d)
 	} else {
 		turn.Abandon()
+	}
+}
+
+// A cut while an attempt waits for its turn voids the turn, as package
+// pace's Pacer voids it: the attempt, looking at it halfway through a
+// long wait, or as it goes after a short one, takes a new turn at the
+// new rate instead of going at the old schedule's, among the new one's
+// turns (which a limiter without a burst refuses).
+func TestCutVoidsAWaitingTurn(t *testing.T) {
+	for _, long := range []bool{true, false} {
+		t.Run(fmt.Sprint("long ", long), func(t *testing.T) {
+			rdb, _ := startRedis(t)
+			// One fake clock for the process and for Redis, which only
+			// the sleeps move: on the real one, a machine slow enough to
+			// take half a second from engaging to the cut found the key
+			// in an outage's silence, holding.
+			clk := time.Now()
+			p := &Pacer{Client: rdb, InitialWindow: -1, now: func() time.Time { return clk }, redisNow: func() time.Time { return clk }}
+			req := request(t, "api.example")
+			key := defaultPrefix + "api.example"
+			engageKey(t, p, req)
+			ctx := context.Background()
+			cutter, err := p.Wait(ctx, req) // the cutter's own turn, first
+			if err != nil {
+				t.Fatal(err)
+			}
+			if long {
+				// Turns far enough ahead (the key engaged at about 200/s)
+				// that the waiter looks halfway.
+				for range 30 {
+					if _, _, err := p.take(ctx, key, false, false); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			var slept []time.Duration
+			p.sleep = func(_ context.Context, d time.Duration) error {
+				if len(slept) == 0 {
+					// While the waiter sleeps, an attempt paced at the
+					// rate in force is refused: a cut.
+					cutter.Done(retry.Feedback{Class: retry.Throttled})
+				}
+				slept = append(slept, d)
+				clk = clk.Add(d)
+				return nil
+			}
+			st := stateOf(t, p, key)
+			before := st.Gen()
+			got, err := p.Wait(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st = stateOf(t, p, key)
+			after := st.Gen()
+			if after == before {
+				t.Fatal("the throttle cut nothing")
+			}
+			if g := got.(*turn).gen; g != after {
+				t.Errorf("the attempt went at a turn of generation %d; want the new schedule's, %d (slept %v)", g, after, slept)
+			}
+			if long {
+				// Half the old wait, then a look that finds the turn void,
+				// then the new turn, an interval or so after the cut: not
+				// the whole old wait.
+				var total time.Duration
+				for _, d := range slept {
+					total += d
+				}
+				if len(slept) == 0 || slept[0] <= recheckAbove/2 || total > slept[0]*3/2 {
+					t.Errorf("slept %v; want half of a long wait, then a new turn", slept)
+				}
+			}
+		})
 	}
 }

@@ -34,11 +34,11 @@ import (
 // are split over (1), each with a Pacer of its own on the one Redis, as a
 // fleet's processes have.
 //
-// It is the acceptance test of the fleet's test of shedding (the
-// feedback script's comment; docs/fleet.md): no more failures than
-// without the Pacer (one a round of slack), and a median time no more
-// than 1.25 times its, less the Pacer's own cost. That cost is two Redis
-// calls an attempt, idle or not: against this server's sub-millisecond
+// It is the acceptance test of the fleet's test of shedding (package
+// pace's rules; docs/fleet.md): no more failures than without the Pacer
+// (one a round of slack), and a median time no more than 1.25 times its,
+// less the Pacer's own cost. That cost is two Redis calls an attempt on
+// an idle key, five on an engaged one: against this server's sub-millisecond
 // answers it is about a tenth of a second a round on a 2-core machine,
 // with as against without the Pacer at no refusals (measured each round,
 // the same clients and server, and subtracted). Before the test of

@@ -9,7 +9,7 @@ import (
 )
 
 // The state's encoding, for a driver that keeps it outside the process
-// (a fleet's, in Redis): every field
+// (package redispace keeps it in Redis, shared by a fleet): every field
 // but the settings (cfg) and the signals of a step under way (fx, empty
 // between steps), in the order fields gives, after a byte naming the
 // format. Integers are varints, floats their IEEE 754 bits, times their

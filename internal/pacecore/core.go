@@ -235,3 +235,13 @@ func (s *State) BucketEnd() time.Time {
 func (s *State) Window() (inflight, slots, waiting int) {
 	return s.start.inflight, s.start.slots, s.start.waiting
 }
+
+// SlowStartEnds returns when the slow start under way ends at the
+// latest (SlowStartLimit after its first attempt took a slot); zero when
+// the key is not in slow start, or its time limit has not begun.
+func (s *State) SlowStartEnds() time.Time {
+	if s.mode != ModeSlowStart || s.start.began.IsZero() {
+		return time.Time{}
+	}
+	return s.start.began.Add(SlowStartLimit)
+}

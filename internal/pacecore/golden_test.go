@@ -14,8 +14,8 @@ var (
 
 // TestGoldenTraces runs every golden scenario (see package pacesim) on
 // the core, stepped for every event, and compares each trace with the
-// recorded one. Package pace's Pacer replays the same scenarios through
-// its own driver, as a fleet's driver would.
+// recorded one. Package pace's Pacer and package redispace's replay the
+// same scenarios through their own drivers.
 func TestGoldenTraces(t *testing.T) {
 	pacesim.Check(t, newKey, nil, *updateGolden, *traceName)
 }

@@ -1,10 +1,10 @@
 // Package pacesim runs simulations of a Pacer's key on a fake clock: a
 // server (a token bucket, a fixed window, random shedding), a queue of
 // attempts and clients that back off, and the golden scenarios whose
-// traces pin what the decision core decides. The core's tests and
-// package pace's replay the same scenarios through their own drivers of
-// the core, against the same golden traces (golden.txt), as a fleet's
-// driver would. It is for tests only.
+// traces pin what the decision core decides. The core's tests, package
+// pace's and package redispace's replay the same scenarios through their
+// own drivers of the core, against the same golden traces (golden.txt).
+// It is for tests only.
 package pacesim
 
 import (
