@@ -155,6 +155,7 @@ func TestOutageAfterSuccessesRefusesPastDeadline(t *testing.T) {
 	now := time.Now()
 	p := &Pacer{InitialWindow: -1, MinRate: 1, now: func() time.Time { return now }}
 	req := hostRequest(t, "api.example")
+	p.observe(req, retry.Success, response(200), 0, now)
 	engageAtMinRate(p, req, now) // turns a second apart
 	for range 20 {
 		p.reserve(req, now)

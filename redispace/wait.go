@@ -65,9 +65,10 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 			// waiters of the fleet spread over the interval.
 			wait = pollInterval(polls)
 		case fx.Held:
-			// Past the deadline at a rate held through an outage, which
-			// is a probe's, no forecast: the first success restarts the
-			// key. Ask again until the hold ends, or until ctx does.
+			// Past the deadline at a rate held through an outage, or
+			// guessed from refusals before any success, which is a
+			// probe's, no forecast (see pacecore's reserve). Ask again
+			// until a success ends it, or until ctx ends.
 			wait = spread(heldPoll)
 		default:
 			t, err := p.await(ctx, key, fx.Grant)

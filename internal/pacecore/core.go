@@ -162,6 +162,9 @@ type Grant struct {
 func (s *State) Step(now time.Time, ev Event) Effects {
 	var out Effects
 	s.meter.count(ev.Sent, ev.OK)
+	if ev.Kind == Admit {
+		s.meter.open(now)
+	}
 	if s.start.over(now) {
 		s.leaveSlowStart()
 	}

@@ -93,10 +93,19 @@ func TestCoreEngagesAndHandsOutTurns(t *testing.T) {
 	again := s.Step(now, Event{Kind: Reserve}).Grant
 	assert.Equal(t, second.At, again.At)
 
-	// Past the deadline: refused, and no turn taken.
+	// Past the deadline, nothing ever accepted: the rate is a guess from
+	// refusals, and the attempt waits for a success (held), taking no
+	// turn.
 	late := s.Step(now, Event{Kind: Reserve, Deadline: now.Add(interval)}).Grant
+	assert.True(t, late.Held)
+	assert.False(t, late.Paced || late.Refused)
+	assert.Equal(t, 3*interval, late.Turn, "the wait it would have had")
+	// A success counted (carried in by any event), the wait is the
+	// limit's: refused, and no turn taken.
+	s.Step(now, Event{Kind: Cancel, OK: 1})
+	late = s.Step(now, Event{Kind: Reserve, Deadline: now.Add(interval)}).Grant
 	assert.True(t, late.Refused)
-	assert.False(t, late.Paced)
+	assert.False(t, late.Paced || late.Held)
 	assert.Equal(t, 3*interval, late.Turn, "the wait it would have had")
 	assert.Equal(t, 3*interval, s.Step(now, Event{Kind: Reserve}).Turn)
 
@@ -146,6 +155,58 @@ func TestCoreHoldsThroughAnOutage(t *testing.T) {
 // The state is plain values and step reads nothing but its inputs: two
 // copies given the same events agree, field for field, whatever came
 // before.
+// A storm's cold outage: a thousand callers at once on a new key, slow
+// start's window sent, the rest waiting for slots, every answer refused.
+// The refusals engage the key at a guess, and the waiters, woken, ask
+// for turns: none is refused for its deadline before the key has had a
+// success, since the rate is no forecast yet; they wait (held), taking
+// no turn, until the server answers. A server's pause past the deadline
+// is still refused at once.
+func TestColdOutageWaitsAreNoForecast(t *testing.T) {
+	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: DefaultInitialWindow})
+	now := pacerEpoch
+	const callers = 1000
+	waiting := 0
+	for range callers {
+		if fx := s.Step(now, Event{Kind: Admit}); fx.WaitSlot {
+			waiting++
+		}
+	}
+	require.Equal(t, callers-DefaultInitialWindow, waiting)
+	now = now.Add(100 * time.Millisecond) // a server busy with a thousand connections
+	for i := 0; !s.Engaged(); i++ {
+		require.Less(t, i, DefaultInitialWindow, "not engaged by the window's refusals")
+		ev := throttle(0)
+		ev.Slot = true
+		if i == 0 {
+			ev.Sent = DefaultInitialWindow
+		}
+		s.Step(now, ev)
+	}
+	deadline := now.Add(8 * time.Second)
+	paced, held := 0, 0
+	for range waiting {
+		s.Step(now, Event{Kind: Woke})
+		require.False(t, s.Step(now, Event{Kind: Admit}).WaitSlot, "slow start ended")
+		g := s.Step(now, Event{Kind: Reserve, Deadline: deadline}).Grant
+		require.False(t, g.Refused, "refused for a deadline %v out, at %.0f/s, nothing ever accepted", g.Turn, s.Rate())
+		if g.Held {
+			held++
+		} else {
+			paced++
+		}
+	}
+	require.Positive(t, held, "the queue at the first cut reached past the deadline (%d paced at %.0f/s)", paced, s.Rate())
+
+	// Paused by the server past the deadline: refused at once.
+	hint := throttle(s.Gen())
+	hint.Hinted, hint.Wait = true, 10*time.Second
+	s.Step(now, hint)
+	g := s.Step(now, Event{Kind: Reserve, Deadline: deadline}).Grant
+	assert.True(t, g.Refused, "a pause past the deadline is the server's word")
+	assert.False(t, g.Held || g.Paced)
+}
+
 func TestCoreIsPure(t *testing.T) {
 	assertPlain(t, reflect.TypeFor[State](), "State")
 	rnd := rand.New(rand.NewPCG(1, 2))

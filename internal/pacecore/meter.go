@@ -128,6 +128,19 @@ func (s *State) measure(now time.Time) {
 	}
 }
 
+// open begins a new key's first bucket when its first attempt asks for
+// a slot of slow start, not with its first answer: the attempts sent
+// over the first round trip, counted over what was left of it, read as
+// several times the rate they were sent at, and a cold start's first cut
+// came from that. (Without slow start, an idle key's attempts are
+// counted without a step, and its first bucket begins with its first
+// answer.)
+func (m *meter) open(now time.Time) {
+	if m.bucket.IsZero() {
+		m.bucket = now
+	}
+}
+
 // inBucket reports whether now falls in the current bucket: an idle key's
 // success there changes nothing but the count (see answer), and the
 // Pacer's entry counts it without the lock.

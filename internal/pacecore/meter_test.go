@@ -57,3 +57,39 @@ func TestQuietSpellIsMeasuredAfresh(t *testing.T) {
 		}
 	}
 }
+
+// A key's first bucket begins with its first attempt: a cold start's
+// attempts sent over the first round trip, counted over what was left of
+// it once the first answer came, read as several times the rate they
+// were sent at. A fleet's slow start sent 13 attempts in 44 ms (its
+// window of 10 at once, 3 more as answers came), was first answered at
+// 35 ms, and engaged at 44 ms at 910 a second: 0.7 of 13 over
+// minElapsed, against nginx's 100, and half a second of cuts and
+// refusals came down from there.
+func TestFirstBucketBeginsWithTheFirstAttempt(t *testing.T) {
+	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: DefaultInitialWindow})
+	now := pacerEpoch
+	for range DefaultInitialWindow {
+		fx := s.Step(now, Event{Kind: Admit})
+		assert.True(t, fx.Slot)
+	}
+	// The window's attempts are counted as the next steps carry them in.
+	ok := success(0)
+	ok.Slot, ok.Sent = true, DefaultInitialWindow
+	s.Step(now.Add(35*time.Millisecond), ok)
+	for range 3 {
+		s.Step(now.Add(36*time.Millisecond), Event{Kind: Admit, Sent: 1})
+	}
+	at := now.Add(44 * time.Millisecond)
+	for i := 0; !s.Engaged(); i++ {
+		if i == 10 {
+			t.Fatal("not engaged by ten refusals of eleven answers")
+		}
+		refused := throttle(0)
+		refused.Slot = true
+		s.Step(at, refused)
+	}
+	sent := float64(DefaultInitialWindow+3) / at.Sub(now).Seconds()
+	assert.LessOrEqual(t, s.Rate(), cubicBeta*sent+1e-9,
+		"the first cut, against the %.0f a second the attempts were sent at", sent)
+}

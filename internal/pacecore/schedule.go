@@ -41,6 +41,13 @@ type schedule struct {
 // start. A wait past the deadline is then not refused, nor does it take
 // a turn: the attempt waits for the hold to end (held). Refused, such
 // attempts would fail within an outage far shorter than their deadlines.
+// So is the wait of a key that has never had a success, unless a
+// server's pause alone ends past the deadline: its rate is a guess from
+// refusals (a cold burst's, or an outage's before its cuts reach the
+// hold), and the attempts that waited for slow start's slots take their
+// turns at once when it engages; a storm's thousand callers met a cold
+// outage so, and those queued past their deadlines failed at once,
+// though the server came back within a second.
 func (s *State) reserve(now, deadline time.Time) Grant {
 	if !s.Engaged() {
 		return Grant{}
@@ -54,7 +61,8 @@ func (s *State) reserve(now, deadline time.Time) Grant {
 	}
 	g := Grant{Turn: start.Sub(now)}
 	if !deadline.IsZero() && start.After(now) && start.After(deadline) {
-		g.Held, g.Refused = s.mode == ModeHeld, s.mode != ModeHeld
+		held := s.mode == ModeHeld || !s.meter.okOnce && !s.sched.paused.After(deadline)
+		g.Held, g.Refused = held, !held
 		return g
 	}
 	s.sched.next = start.Add(s.sched.interval)
