@@ -11,8 +11,8 @@
 //	go run ./ablation -only steady,resume -diff
 //
 // A mechanism whose removal fails no test and moves no line is a
-// candidate for removal against the real-server gates
-// (docs/pacing-design.md, "Ablation"). An edit that no longer matches the
+// candidate for removal against the real-server gates (the commands
+// head bench/results/pacing/first-bucket.txt). An edit that no longer matches the
 // source is an error: the list must follow the code.
 package main
 
@@ -54,6 +54,10 @@ var mechanisms = []mechanism{
 		{"outage.go", "\tgap := now.Sub(s.outage.lastOK)\n", "\tgap := now.Sub(s.outage.lastOK)\n\tif true {\n\t\treturn false\n\t}\n"}}},
 	{"hold", "before any success, cuts stop at outageShare of the first and hold", []edit{
 		{"ratecurve.go", "\tcase next < outageShare*s.outage.base:", "\tcase false && next < outageShare*s.outage.base:"}}},
+	{"coldwait", "before any success, a wait past the deadline is a probe's, not refused", []edit{
+		{"schedule.go", "held := s.mode == ModeHeld || !s.meter.okOnce", "held := s.mode == ModeHeld || false && !s.meter.okOnce"}}},
+	{"firstbucket", "a new key's first bucket begins when its first attempt asks for a slot", []edit{
+		{"core.go", "if ev.Kind == Admit {\n\t\ts.meter.open(now)", "if false && ev.Kind == Admit {\n\t\ts.meter.open(now)"}}},
 	{"quiet", "a quiet spell of an idle key forgets the rates measured before", []edit{
 		{"meter.go", "case elapsed >= quietTime && !s.Engaged():", "case false && elapsed >= quietTime && !s.Engaged():"}}},
 	{"tooearly", "a throttle too early in its bucket to read a share waits for one", []edit{
@@ -73,7 +77,7 @@ var mechanisms = []mechanism{
 	{"shedtest", "the test of shedding: refusals that do not depend on the rate", []edit{
 		{"shedtest.go", "\tif !sh.testing(s) || sh.loN == 0 || !s.paceHolds(now) {", "\tif true || !sh.testing(s) || sh.loN == 0 || !s.paceHolds(now) {"}}},
 	{"noise", "a throttle at the share already found independent is noise", []edit{
-		{"shedding.go", "func (sh *shedding) noise(s *State) bool {\n\tif sh.share == 0 {", "func (sh *shedding) noise(s *keyState) bool {\n\tif true || sh.share == 0 {"}}},
+		{"shedding.go", "func (sh *shedding) noise(s *State) bool {\n\tif sh.share == 0 {", "func (sh *shedding) noise(s *State) bool {\n\tif true || sh.share == 0 {"}}},
 	{"capacity", "cuts are floored at acceptedShare of the accepted rate", []edit{
 		{"ratecurve.go", "\tcase !s.Engaged() && c > 0:", "\tcase false && !s.Engaged() && c > 0:"},
 		{"ratecurve.go", "\tcase c > 0:\n", "\tcase false && c > 0:\n"}}},
