@@ -152,9 +152,6 @@ func TestCoreHoldsThroughAnOutage(t *testing.T) {
 	assert.NotEqual(t, ModeHeld, s.mode)
 }
 
-// The state is plain values and step reads nothing but its inputs: two
-// copies given the same events agree, field for field, whatever came
-// before.
 // A storm's cold outage: a thousand callers at once on a new key, slow
 // start's window sent, the rest waiting for slots, every answer refused.
 // The refusals engage the key at a guess, and the waiters, woken, ask
@@ -207,6 +204,9 @@ func TestColdOutageWaitsAreNoForecast(t *testing.T) {
 	assert.False(t, g.Held || g.Paced)
 }
 
+// The state is plain values and step reads nothing but its inputs: two
+// copies given the same events agree, field for field, whatever came
+// before.
 func TestCoreIsPure(t *testing.T) {
 	assertPlain(t, reflect.TypeFor[State](), "State")
 	rnd := rand.New(rand.NewPCG(1, 2))
