@@ -244,8 +244,14 @@ func (p *Pacer) save(ctx context.Context, key string, snap snapshot, st *pacecor
 	if e := st.SlowStartEnds(); !e.IsZero() {
 		ends = e.UnixMicro()
 	}
+	mode := st.Mode()
+	if st.WaitsHeld() {
+		// Mirrored as held: its waiters past their deadlines wait on
+		// without a step (see readyScript) until a success.
+		mode = pacecore.ModeHeld
+	}
 	sent := time.Now()
-	res, err := p.runLate(ctx, saveScript, key, onLate, snap.version, blob, int(st.Mode()), strconv.FormatUint(st.Gen(), 10),
+	res, err := p.runLate(ctx, saveScript, key, onLate, snap.version, blob, int(mode), strconv.FormatUint(st.Gen(), 10),
 		usedN, usedK, sends, keyTTL.Milliseconds(), inflight, slots, ends, token)
 	if err != nil {
 		return snapshot{}, false, err

@@ -1,13 +1,16 @@
 package redispace
 
 import (
+	"context"
 	"math"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacecore"
 )
 
 // outageThen answers as a server that accepts what tb accepts, but
@@ -188,5 +191,42 @@ func TestHintOnAFreshKeyEngagesAtItsRate(t *testing.T) {
 	turns[0].Done(retry.Feedback{Class: retry.Success, Wait: time.Millisecond, Hinted: true})
 	if r := rate(t, p, "api.example"); r < 100 {
 		t.Errorf("engaged at %v/s by a hint after 20 turns at once; want 200/s (20 over a tenth of a second)", r)
+	}
+}
+
+// Before a key's first success its waits past a deadline are held, as
+// while it holds through an outage (package pacecore's reserve), and the
+// mirror says so: the waiters read it, and wait on without a step, as
+// they do for a hold. Mirrored as paced, every waiter of a storm's cold
+// outage stepped the state at each poll, and the fleet's writes refused
+// each other. A success ends it.
+func TestColdKeyWaitsAreHeldWithoutAStep(t *testing.T) {
+	rdb, _ := startRedis(t)
+	p := &Pacer{Client: rdb, InitialWindow: -1}
+	req := request(t, "cold.example")
+	key := p.prefix() + p.key(req)
+	engageKey(t, p, req) // three refusals, no success
+	ctx := context.Background()
+	mode := func() string {
+		t.Helper()
+		m, err := rdb.HGet(ctx, key, "m").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := mode(); m != strconv.Itoa(int(pacecore.ModeHeld)) {
+		t.Fatalf("mode mirrored as %s with no success yet; want held (%d)", m, pacecore.ModeHeld)
+	}
+	if ready, err := p.ready(ctx, key, "hold"); err != nil || ready {
+		t.Fatalf("a held waiter told to step (%v, %v); want to wait on", ready, err)
+	}
+	turn, _ := wait(t, p, req)
+	turn.Done(retry.Feedback{Class: retry.Success})
+	if m := mode(); m != strconv.Itoa(int(pacecore.ModePaced)) {
+		t.Errorf("mode mirrored as %s after a success; want paced (%d)", m, pacecore.ModePaced)
+	}
+	if ready, err := p.ready(ctx, key, "hold"); err != nil || !ready {
+		t.Errorf("a held waiter told to wait on after a success (%v, %v); want it to step", ready, err)
 	}
 }

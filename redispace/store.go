@@ -14,7 +14,8 @@ import (
 //   - s: the decision core's state (package pace's, encoded), and v its
 //     version, one more with every write of s;
 //   - m, g, i, l and x: mirrors of the state, written with it: its mode
-//     (0 idle, 1 slow start, 2 paced, 3 held), its turns' generation,
+//     (0 idle, 1 slow start, 2 paced, 3 held, or paced with no success
+//     yet: their waits past a deadline are held), its turns' generation,
 //     slow start's attempts holding a slot, its slots, and when it ends
 //     at the latest (µs on Redis's clock; 0: not begun). An attempt of an
 //     idle key goes without a step, as in package pace's Pacer; one

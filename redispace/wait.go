@@ -19,9 +19,10 @@ import (
 // it takes halfway through a long wait and just before the turn. A wait
 // that would end past ctx's deadline is not begun and takes no turn;
 // except while the key holds its rate through an outage (refused from its
-// first attempt on, or for as long as an outage), when the wait is a
-// probe's, no forecast: the attempt asks again, about every 75 ms and with
-// no turn, until the hold ends (a success restarts the key) or ctx does.
+// first attempt on, or for as long as an outage), or before its first
+// success, when the wait is a probe's, no forecast: the attempt asks
+// again, about every 75 ms and with no turn, until a success ends it (a
+// success after an outage restarts the key) or ctx ends.
 // It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	if p.usingFallback() {

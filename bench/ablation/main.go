@@ -55,7 +55,7 @@ var mechanisms = []mechanism{
 	{"hold", "before any success, cuts stop at outageShare of the first and hold", []edit{
 		{"ratecurve.go", "\tcase next < outageShare*s.outage.base:", "\tcase false && next < outageShare*s.outage.base:"}}},
 	{"coldwait", "before any success, a wait past the deadline is a probe's, not refused", []edit{
-		{"schedule.go", "held := s.mode == ModeHeld || !s.meter.okOnce", "held := s.mode == ModeHeld || false && !s.meter.okOnce"}}},
+		{"core.go", "return s.mode == ModeHeld || s.Engaged() && !s.meter.okOnce", "return s.mode == ModeHeld || false && s.Engaged() && !s.meter.okOnce"}}},
 	{"firstbucket", "a new key's first bucket begins when its first attempt asks for a slot", []edit{
 		{"core.go", "if ev.Kind == Admit {\n\t\ts.meter.open(now)", "if false && ev.Kind == Admit {\n\t\ts.meter.open(now)"}}},
 	{"quiet", "a quiet spell of an idle key forgets the rates measured before", []edit{

@@ -213,6 +213,13 @@ func (s *State) Stale(gen uint64) bool { return gen != s.sched.gen }
 // Mode returns where the key stands.
 func (s *State) Mode() Mode { return s.mode }
 
+// WaitsHeld reports whether an engaged key's waits past a deadline are a
+// probe's, held until a success, not refused (see reserve): while the
+// key holds its rate through an outage, or before its first success,
+// when its rate is a guess from refusals. (A server's pause past the
+// deadline is refused even so, except while held.)
+func (s *State) WaitsHeld() bool { return s.mode == ModeHeld || s.Engaged() && !s.meter.okOnce }
+
 // Rate returns the rate in force, in requests per second: 0 while the
 // key is not engaged.
 func (s *State) Rate() float64 { return s.rate.fill }

@@ -61,7 +61,7 @@ func (s *State) reserve(now, deadline time.Time) Grant {
 	}
 	g := Grant{Turn: start.Sub(now)}
 	if !deadline.IsZero() && start.After(now) && start.After(deadline) {
-		held := s.mode == ModeHeld || !s.meter.okOnce && !s.sched.paused.After(deadline)
+		held := s.WaitsHeld() && (s.mode == ModeHeld || !s.sched.paused.After(deadline))
 		g.Held, g.Refused = held, !held
 		return g
 	}
