@@ -93,3 +93,31 @@ func TestFirstBucketBeginsWithTheFirstAttempt(t *testing.T) {
 	assert.LessOrEqual(t, s.Rate(), cubicBeta*sent+1e-9,
 		"the first cut, against the %.0f a second the attempts were sent at", sent)
 }
+
+func TestFirstCutStopsBelowTheBurstsAcceptedShare(t *testing.T) {
+	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: DefaultInitialWindow})
+	now := pacerEpoch
+	for range DefaultInitialWindow {
+		s.Step(now, Event{Kind: Admit})
+	}
+	// A limiter without a burst: the first answer accepted, the rest
+	// refused, too few successes to measure a rate from.
+	at := now.Add(time.Millisecond)
+	ok := success(0)
+	ok.Slot, ok.Sent = true, DefaultInitialWindow
+	s.Step(at, ok)
+	answered, accepted := 1, 1
+	for !s.Engaged() {
+		if answered == DefaultInitialWindow {
+			t.Fatal("not engaged by the burst's refusals")
+		}
+		refused := throttle(0)
+		refused.Slot = true
+		s.Step(at, refused)
+		answered++
+	}
+	sent := float64(DefaultInitialWindow) / minElapsed.Seconds()
+	share := float64(accepted) / float64(answered)
+	assert.LessOrEqual(t, s.Rate(), acceptedShare*share*sent+1e-9,
+		"the first cut, against %.0f a second sent and %.2f of the answers accepted", sent, share)
+}

@@ -136,7 +136,14 @@ func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// A rate limit has a fixed capacity, and while the client is being
 	// refused, the rate at which it is still accepted measures it (as
 	// BBR takes the delivery rate for the bottleneck's).
-	switch c := s.acceptedRate(now); {
+	c := s.acceptedRate(now)
+	if !s.Engaged() && c == 0 && share < 1 {
+		// Too few successes yet to measure a rate from: the share of
+		// the first answers accepted, of the rate they were sent at,
+		// reads it.
+		c = (1 - share) * base
+	}
+	switch {
 	case !s.Engaged() && share <= shedMaxShare:
 		// Few of the answers refused, and the server keeping up: the
 		// client is near the server's capacity, or refused at random
@@ -156,7 +163,8 @@ func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// The first cut goes at least that far: from the burst of a
 		// cold start, at thousands of requests a second, cuts by
 		// cubicBeta would take a dozen, each paid for with a round of
-		// refusals.
+		// refusals (a limiter without a burst, refusing all but one
+		// of the burst, twenty).
 		next = min(next, acceptedShare*c)
 	case c > 0:
 		// Later cuts go no further than just below it, as long as that

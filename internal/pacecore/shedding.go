@@ -117,15 +117,13 @@ func (sh *shedding) cut(s *State, base float64, now time.Time) {
 			sh.origin = base
 		}
 		sh.begin(s, now, base, n, k, false)
-	case sh.hiN < minSamples:
-		// Begun after a limit's, it still is: its first share is
-		// weighed over need's outcomes all the same.
-		sh.begin(s, now, base, sh.hiN+sh.loN, sh.hiK+sh.loK, sh.limit)
 	case sh.hiN < sh.need():
-		// Begun again after a limit's: the outcomes since weigh the
-		// first share too, and the chain keeps its rate.
-		sh.hiN, sh.hiK = sh.hiN+sh.loN, sh.hiK+sh.loK
-		sh.loN, sh.loK = 0, 0
+		// Too few outcomes to test against: the chain begins again at
+		// this cut, keeping them (begun after a limit's, it still is).
+		// Kept at its first rate, the chain's low rate would be far
+		// above the rate its cuts came down to, and its first share
+		// one of every rate on the way.
+		sh.begin(s, now, base, sh.hiN+sh.loN, sh.hiK+sh.loK, sh.limit)
 	case sh.limitShare() && sh.loN >= minSamples:
 		sh.begin(s, now, base, sh.loN, sh.loK, true)
 	case sh.limitShare() && sh.hiN >= 2*minSamples:

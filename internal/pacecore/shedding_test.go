@@ -339,7 +339,7 @@ func TestSheddingTestWeighsALowFirstShare(t *testing.T) {
 // of 5 a second, 3 refusals of 8 at 12.5/s (where it refused 60 %)
 // passed for a moderate share, 3 of 8 at 8.7/s for the same one, and the
 // key went idle under a limit (the Route 53 example's test, now and
-// then).
+// then). Each cut until then begins it again, at the cut.
 func TestSheddingAfterALimitWeighsMore(t *testing.T) {
 	s := &State{}
 	s.rate.fill = 12.5
@@ -353,7 +353,11 @@ func TestSheddingAfterALimitWeighsMore(t *testing.T) {
 	assert.Equal(t, shedCut, s.shed.test(s, pacerEpoch), "8 outcomes after a limit's")
 	s.shed.cut(s, 8.7, pacerEpoch)
 	assert.Equal(t, 16, s.shed.hiN, "the outcomes since weigh the first share")
-	assert.Equal(t, 12.5, s.shed.chainRate, "at the chain's rate")
+	assert.True(t, s.shed.limit)
+	// Begun again at the cut, so that its low rate follows the cuts
+	// down: kept at 12.5, the test would weigh a rate far below its low
+	// rate, at the limit, against a share of every rate on the way.
+	assert.Equal(t, 8.7, s.shed.chainRate, "at the cut's rate")
 	setChain(s, shedding{chainRate: 12.5, hiK: 3, hiN: 8, loK: 3, loN: 8})
 	assert.Equal(t, shedIndependent, s.shed.test(s, pacerEpoch), "a chain begun from idle weighs 8")
 	// Begun again from fewer than 8 outcomes since the last cut, and so
