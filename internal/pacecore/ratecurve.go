@@ -137,10 +137,10 @@ func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 	// refused, the rate at which it is still accepted measures it (as
 	// BBR takes the delivery rate for the bottleneck's).
 	c := s.acceptedRate(now)
-	if !s.Engaged() && c == 0 && share < 1 {
+	if !s.Engaged() && c == 0 {
 		// Too few successes yet to measure a rate from: the share of
 		// the first answers accepted, of the rate they were sent at,
-		// reads it.
+		// reads it (none if the share was not read).
 		c = (1 - share) * base
 	}
 	switch {
@@ -163,8 +163,8 @@ func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// The first cut goes at least that far: from the burst of a
 		// cold start, at thousands of requests a second, cuts by
 		// cubicBeta would take a dozen, each paid for with a round of
-		// refusals (a limiter without a burst, refusing all but one
-		// of the burst, twenty).
+		// refusals (a limiter without a burst refuses all but one of
+		// the burst, and every cut after).
 		next = min(next, acceptedShare*c)
 	case c > 0:
 		// Later cuts go no further than just below it, as long as that
