@@ -368,6 +368,38 @@ func TestPacerOutageAfterSuccesses(t *testing.T) {
 	assert.False(t, engaged, "100/s before, silent for 3s: an outage, over")
 }
 
+// The turns waiting through an outage are sent as the server returns,
+// before the restart's bucket began, and a limiter without a burst
+// refuses all but one of them at once. The first cut after the restart
+// reads their share accepted of the rate they were answered at, not of
+// the one attempt the new bucket sent: of that, it went to a ninth of
+// the rate instead of cubicBeta's cut, and redispace's
+// TestRestartAgainstALimit failed (too few successes after the outage).
+func TestFirstCutAfterARestartReadsTheBacklog(t *testing.T) {
+	p := &testPacer{}
+	req := hostRequest(t, "api.example")
+	at := sendAt(p, req, pacerEpoch, 100, 2*time.Second)
+	for p.state(req).st.Mode() != ModeHeld {
+		at = at.Add(50 * time.Millisecond)
+		require.Less(t, at.Sub(pacerEpoch), time.Minute, "never held")
+		p.observe(req, retry.Throttled, response(503), curGen(p, req), at)
+	}
+	p.observe(req, retry.Success, response(200), curGen(p, req), at)
+	require.Equal(t, ModeSlowStart, p.state(req).st.Mode(), "not restarted")
+	// One attempt sent in the restart's bucket, and eight of the backlog
+	// answered with it, refused.
+	at = at.Add(time.Millisecond)
+	p.reserve(req, at)
+	for !p.state(req).st.Engaged() {
+		p.observe(req, retry.Throttled, response(429), curGen(p, req), at)
+	}
+	// One success over minElapsed is accepted at more than the bucket
+	// sent at: the cut is cubicBeta's.
+	sent := 1 / minElapsed.Seconds()
+	r, _ := p.Rate("api.example")
+	assert.GreaterOrEqual(t, r, cubicBeta*sent-1e-9, "the first cut after the restart, from %.0f/s sent", sent)
+}
+
 // A limiter that admits its quota at the start of each window is silent
 // for the rest of it: at 5 requests/s, a second without a success is no
 // outage, and the key keeps what it learned. Ten spacings (2 s) are,

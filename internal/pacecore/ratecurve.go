@@ -140,8 +140,11 @@ func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 	if !s.Engaged() && c == 0 {
 		// Too few successes yet to measure a rate from: the share of
 		// the first answers accepted, of the rate they were sent at,
-		// reads it (none if the share was not read).
-		c = (1 - share) * base
+		// reads it (none if the share was not read). Answered faster
+		// than the bucket sent (a restart's waiting turns, sent before
+		// it and answered at once), they were sent that fast at least.
+		answered := float64(s.meter.ok+s.meter.refused) / max(now.Sub(s.meter.bucket), minElapsed).Seconds()
+		c = (1 - share) * max(base, answered)
 	}
 	switch {
 	case !s.Engaged() && share <= shedMaxShare:
