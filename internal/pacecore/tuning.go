@@ -8,7 +8,8 @@ import (
 // Every tuning constant of the decision core, one line each: what it is,
 // and why it has that value. The measurements behind them are in
 // docs/pacing-design.md; bench/ablation shows what each mechanism buys.
-// A constant written as another's multiple is derived, not tuned.
+// A constant written as another, or as its multiple, is derived, not
+// tuned.
 const (
 	// The rate curves: the AWS SDKs' adaptive retry mode.
 	cubicBeta  = 0.7 // rate kept on a CUBIC cut (RFC 9438's β, the SDKs' value)
@@ -48,20 +49,20 @@ const (
 	shedMaxShare  = 0.4                      // a first share at most this may be shedding: at 0.7 of its rate a limit refuses ≤ 14 %
 
 	// Outages and fixed windows.
-	outageShare     = 0.25                   // before any success, cuts stop at this share of the first: turns stay within deadlines
-	outageTime      = 500 * time.Millisecond // shortest silence that ends an outage: a bucket
-	outageSilence   = 10                     // and ten spacings of the successes before: a window limiter's silence is shorter
-	silenceCuts     = 3                      // cuts in a silence that make it a window's
-	silenceRefusals = 12                     // refusals in a row that make a silence: shed 40 % at random, once in 60,000 attempts
+	outageShare     = 0.25        // before any success, cuts stop at this share of the first: turns stay within deadlines
+	outageTime      = BucketWidth // shortest silence that ends an outage: a bucket
+	outageSilence   = 10          // and ten spacings of the successes before: a window limiter's silence is shorter
+	silenceCuts     = 3           // cuts in a silence that make it a window's
+	silenceRefusals = 12          // refusals in a row that make a silence: shed 40 % at random, once in 60,000 attempts
 
 	// The test of shedding (see shedding).
-	shedLowRate      = 0.7                 // a stage is weighed at this share of the chain's rate or below: one cut's depth
+	shedLowRate      = cubicBeta           // a stage is weighed at this share of the chain's rate or below: one cut's depth
 	shedMinRefusals  = 3                   // refusals at the low rate before a share is judged the same
 	shedMaxRefusals  = 4 * shedMinRefusals // refusals undecided after which the chain is a limit's
 	shedDeepFloor    = 0.5                 // the second stage goes no lower than this share of the low rate
 	shedSignificance = 0.01                // a binomial test at this level calls two shares different
 	collapseDepth    = 0.25                // below this share of the engaging rate, a limit's share is a burst's or small
-	collapseShare    = 0.5                 // so a share up to this may be shedding there: else shedding at 0.4 collapses the rate
+	collapseShare    = engageHigh          // so a share up to a limit's may be shedding there: else shedding at 0.4 collapses the rate
 	paceSlack        = 1.5                 // a rate over this times what the client sends holds nothing back: no stage
 	paceSpan         = 4                   // attempts' time at the rate in force before a stage's sending rate is weighed
 
@@ -69,5 +70,5 @@ const (
 	steadyBand   = 1.15            // throttles within this ratio of each other find one limit
 	plateauShare = 0.95            // the rate holds at this share of it: below, but not far below
 	holdBase     = 2 * time.Second // the first hold: a few probes' worth
-	holdMax      = 8 * time.Second // the longest, doubling per find: a limit that moves is found again within seconds
+	holdMax      = 4 * holdBase    // the longest, doubling per find: a limit that moves is found again within seconds
 )
