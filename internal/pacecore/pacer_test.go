@@ -372,7 +372,7 @@ func TestPacerOutageAfterSuccesses(t *testing.T) {
 // before the restart's bucket began, and a limiter without a burst
 // refuses all but one of them at once. The first cut after the restart
 // reads their share accepted of the rate they were answered at, not of
-// the one attempt the new bucket sent: of that, it went to a ninth of
+// the one attempt the new bucket sent: of that, it went to a tenth of
 // the rate instead of cubicBeta's cut, and redispace's
 // TestRestartAgainstALimit failed (too few successes after the outage).
 func TestFirstCutAfterARestartReadsTheBacklog(t *testing.T) {
