@@ -46,11 +46,11 @@ func (m *meter) count(sent, ok int64) {
 // sends returns the attempts the key has sent since it was created.
 func (m *meter) sends() int64 { return m.sentBefore + m.sent }
 
-// bucketRate returns the rate of the attempts sent in the current bucket,
-// over the time since it began or floor, whichever is longer: the sending
-// rate before a whole bucket is measured.
-func (m *meter) bucketRate(now time.Time, floor time.Duration) float64 {
-	return float64(m.sent) / max(now.Sub(m.bucket), floor).Seconds()
+// bucketRate returns the rate of n events of the current bucket, over the
+// time since it began or floor, whichever is longer: of its attempts
+// sent, the sending rate before a whole bucket is measured.
+func (m *meter) bucketRate(n int64, now time.Time, floor time.Duration) float64 {
+	return float64(n) / max(now.Sub(m.bucket), floor).Seconds()
 }
 
 // answeredShare returns the share of the current bucket's answers
@@ -168,7 +168,7 @@ func (s *State) acceptedRate(now time.Time) float64 {
 	m := &s.meter
 	c := m.accepted
 	if n := m.ok; n >= minSamples {
-		c = max(c, float64(n)/max(now.Sub(m.bucket), minElapsed).Seconds())
+		c = max(c, m.bucketRate(n, now, minElapsed))
 	}
 	if e := now.Sub(m.drained); !m.drained.IsZero() && e > 0 && e < drainWindow &&
 		float64(m.drainedRefused) > drainedShare*float64(m.drainedOK+m.drainedRefused) {

@@ -114,7 +114,7 @@ func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 			if share <= shedMaxShare {
 				elapsed = minElapsedModerate
 			}
-			base = s.meter.bucketRate(now, elapsed)
+			base = s.meter.bucketRate(s.meter.sent, now, elapsed)
 		}
 	}
 	s.shed.cut(s, base, now)
@@ -143,7 +143,7 @@ func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 		// reads it (none if the share was not read). Answered faster
 		// than the bucket sent (a restart's waiting turns, sent before
 		// it and answered at once), they were sent that fast at least.
-		answered := float64(s.meter.ok+s.meter.refused) / max(now.Sub(s.meter.bucket), minElapsed).Seconds()
+		answered := s.meter.bucketRate(s.meter.ok+s.meter.refused, now, minElapsed)
 		c = (1 - share) * max(base, answered)
 	}
 	switch {

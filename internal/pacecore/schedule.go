@@ -106,7 +106,7 @@ func (s *State) pause(now time.Time, d time.Duration, minRate float64) {
 		// Smoothed alone it is 0 over a key's first bucket, and a quota
 		// spent there (a success with RateLimit r=0) would engage the
 		// key at MinRate, seconds of growth below what it sent.
-		base := max(s.meter.measured, s.meter.bucketRate(now, minElapsed), minRate)
+		base := max(s.meter.measured, s.meter.bucketRate(s.meter.sent, now, minElapsed), minRate)
 		s.setRate(base, minRate)
 	}
 	if until := now.Add(d); until.After(s.sched.paused) {
