@@ -67,15 +67,16 @@ func TestQuietSpellIsMeasuredAfresh(t *testing.T) {
 // minElapsed, against nginx's 100, and half a second of cuts and
 // refusals came down from there.
 func TestFirstBucketBeginsWithTheFirstAttempt(t *testing.T) {
-	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: DefaultInitialWindow})
+	const window = 10 // the trace's
+	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: window})
 	now := pacerEpoch
-	for range DefaultInitialWindow {
+	for range window {
 		fx := s.Step(now, Event{Kind: Admit})
 		assert.True(t, fx.Slot)
 	}
 	// The window's attempts are counted as the next steps carry them in.
 	ok := success(0)
-	ok.Slot, ok.Sent = true, DefaultInitialWindow
+	ok.Slot, ok.Sent = true, window
 	s.Step(now.Add(35*time.Millisecond), ok)
 	for range 3 {
 		s.Step(now.Add(36*time.Millisecond), Event{Kind: Admit, Sent: 1})
@@ -89,7 +90,7 @@ func TestFirstBucketBeginsWithTheFirstAttempt(t *testing.T) {
 		refused.Slot = true
 		s.Step(at, refused)
 	}
-	sent := float64(DefaultInitialWindow+3) / at.Sub(now).Seconds()
+	sent := float64(window+3) / at.Sub(now).Seconds()
 	assert.LessOrEqual(t, s.Rate(), cubicBeta*sent+1e-9,
 		"the first cut, against the %.0f a second the attempts were sent at", sent)
 }
@@ -99,20 +100,21 @@ func TestFirstBucketBeginsWithTheFirstAttempt(t *testing.T) {
 // cubicBeta alone: against a limiter without a burst, cuts of 0.7 from
 // the burst's rate took some twenty refusals.
 func TestFirstCutStopsBelowTheBurstsAcceptedShare(t *testing.T) {
-	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: DefaultInitialWindow})
+	const window = 10 // a burst of ten at once
+	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: window})
 	now := pacerEpoch
-	for range DefaultInitialWindow {
+	for range window {
 		s.Step(now, Event{Kind: Admit})
 	}
 	// A limiter without a burst: the first answer accepted, the rest
 	// refused, too few successes to measure a rate from.
 	at := now.Add(time.Millisecond)
 	ok := success(0)
-	ok.Slot, ok.Sent = true, DefaultInitialWindow
+	ok.Slot, ok.Sent = true, window
 	s.Step(at, ok)
 	answered := 1
 	for !s.Engaged() {
-		if answered == DefaultInitialWindow {
+		if answered == window {
 			t.Fatal("not engaged by the burst's refusals")
 		}
 		refused := throttle(0)
@@ -120,7 +122,7 @@ func TestFirstCutStopsBelowTheBurstsAcceptedShare(t *testing.T) {
 		s.Step(at, refused)
 		answered++
 	}
-	sent := float64(DefaultInitialWindow) / minElapsed.Seconds()
+	sent := float64(window) / minElapsed.Seconds()
 	share := 1 / float64(answered) // one accepted
 	assert.LessOrEqual(t, s.Rate(), acceptedShare*share*sent+1e-9,
 		"the first cut, against %.0f a second sent and %.2f of the answers accepted", sent, share)

@@ -13,7 +13,7 @@ import (
 // fields of the same names mean them.
 type Setup struct {
 	AIMD          bool // AdaptAIMD, else AdaptCubic
-	InitialWindow int  // 0: 10; negative: no slow start
+	InitialWindow int  // 0: the default; negative: no slow start
 }
 
 // Key is one key of a Pacer, driven from one goroutine on the fake clock
