@@ -40,7 +40,7 @@ const (
 // ([retry.WithPacer]) and may be shared by several Transports. Its rules,
 // for each key:
 //
-//   - Slow start. A new key has at most InitialWindow (4) attempts
+//   - Slow start. A new key has at most InitialWindow (10) attempts
 //     unanswered at once; every answer opens one slot more, and the first
 //     answer no attempt waits for ends slow start, as does its first
 //     second.
@@ -133,7 +133,7 @@ type Pacer struct {
 
 	// InitialWindow is how many attempts a key that is new to the Pacer
 	// may have unanswered at once, in slow start (see above). Zero means
-	// 4; a negative value turns slow start off, so that nothing waits
+	// 10; a negative value turns slow start off, so that nothing waits
 	// before the key engages (see "Idle until clearly throttled" above).
 	InitialWindow int
 

@@ -110,7 +110,7 @@ type Pacer struct {
 	// InitialWindow is how many attempts a key new to the fleet may have
 	// unanswered at once, in slow start, as [pace.Pacer.InitialWindow]:
 	// every answer opens one slot more, and it ends as pace's does. Zero
-	// means 4; a negative value turns it off.
+	// means 10; a negative value turns it off.
 	InitialWindow int
 
 	// Refusal, if not nil, reports whether a throttled outcome refused the

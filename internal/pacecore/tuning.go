@@ -18,7 +18,7 @@ const (
 
 	// Defaults of the settings.
 	DefaultMinRate       = 0.5 // MinRate: one attempt in 2 s keeps a key probing
-	DefaultInitialWindow = 4   // InitialWindow: TCP's before RFC 6928 (RFC 3390): a limiter without a burst refuses all of it but one
+	DefaultInitialWindow = 10  // InitialWindow: TCP's initial window (RFC 6928)
 
 	// Slow start.
 	SlowStartLimit = time.Second // longest in slow start: slots held by answers that never come must not hold the others longer
