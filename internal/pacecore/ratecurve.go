@@ -20,27 +20,18 @@ type rateCurve struct {
 	steady int
 }
 
-// learn updates the steady limit after a throttle at rate base, the rate
-// in force (engaged) or the rate the client was measured sending at, t
-// seconds after the last cut; afterOK if a success came since that cut
-// (or the key was not engaged).
+// learn updates the steady limit after a throttle at rate base (the rate
+// in force, or the measured sending rate before the key engaged), t
+// seconds after the last cut; afterOK if a success came since that cut.
 //
-// On a steady limit, a curve that grows back to the rate of the last
-// throttle and probes above it finds the limit again within seconds,
-// and pays for it each time with a refusal and a cut. So throttles at
-// rates within steadyBand of each other are taken to find one limit, its
-// rate the lowest of theirs (a throttle below the others is the closer
-// measure), and the curve holds below it for a while (see hold). But a
-// throttle of the probe that follows a whole hold without one moves the
-// limit halfway to its rate: timing noise (attempts that arrive late,
-// then one on time) can refuse an attempt paced below the limit, and the
-// lowest rate alone would only ever fall. A throttle clearly above or
-// below the limit begins again: the limit moved.
-//
-// Only a throttle that follows a success since the last cut finds the
-// limit: the cuts of one silence, a fixed window's refusing everything
-// until it ends, come acceptedShare apart, and counted as finds they
-// would make a steady limit far below the window's (see resume).
+// A curve that probes above a steady limit pays for each probe with a
+// refusal and a cut, so throttles within steadyBand of each other find
+// one limit, the lowest of their rates, and the curve holds below it
+// (see hold). A probe's throttle after a whole hold moves the limit
+// halfway to its rate, so that timing noise cannot only ever lower it;
+// a throttle clearly off the limit begins again. Only a throttle after a
+// success finds the limit: the cuts of one fixed window's silence would
+// otherwise find one far below the window's (see resume).
 func (r *rateCurve) learn(base float64, engaged, afterOK bool, t float64, adapt Adapt) {
 	if engaged && !afterOK {
 		return
@@ -67,9 +58,8 @@ func (r *rateCurve) aim(top, from, minRate float64, now time.Time, adapt Adapt) 
 
 // hold returns how long the curve holds at plateauShare of a steady
 // limit before it probes above it: 0 until a second throttle finds the
-// limit, then holdBase, doubled for each throttle more, up to holdMax.
-// Probing less often on a limit found again and again spends fewer
-// refusals on it, and the limit moving shows within holdMax.
+// limit, then holdBase, doubled for each find more (fewer refusals spent
+// on a limit found again and again), up to holdMax.
 func (r *rateCurve) hold() time.Duration {
 	if r.steady == 0 {
 		return 0
@@ -93,10 +83,8 @@ func (r *rateCurve) reach(adapt Adapt) float64 {
 
 // throttled cuts the rate below the rate the client was sending at.
 func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
-	// Engaged, the rate in force is what the server refused. Before, it
-	// is the rate the client was measured sending at; throttled before a
-	// whole bucket was measured, the attempts sent so far, over at least
-	// minElapsed (minElapsedModerate for a moderate share), estimate it.
+	// Engaged, the rate in force is what the server refused; before, the
+	// measured sending rate, or the current bucket's so far.
 	base, share := s.rate.fill, 1.0
 	if !s.Engaged() {
 		defer s.meter.drain(now)
@@ -133,59 +121,48 @@ func (s *State) throttled(now time.Time, adapt Adapt, minRate float64) {
 	default:
 		next = base * cubicBeta
 	}
-	// A rate limit has a fixed capacity, and while the client is being
-	// refused, the rate at which it is still accepted measures it (as
-	// BBR takes the delivery rate for the bottleneck's).
+	// While the client is refused, the rate it is still accepted at
+	// measures the limit's capacity (as BBR's delivery rate does).
 	c := s.acceptedRate(now)
 	if !s.Engaged() && c == 0 {
-		// Too few successes yet to measure a rate from: the share of
-		// the first answers accepted, of the rate they were sent at,
-		// reads it (none if the share was not read). Answered faster
-		// than the bucket sent (a restart's waiting turns, sent before
-		// it and answered at once), they were sent that fast at least.
+		// Too few successes to measure: the share of the first answers
+		// accepted, of the rate they were sent at, at least the rate
+		// they came back at (a restart's backlog is sent before its
+		// bucket).
 		answered := s.meter.bucketRate(s.meter.ok+s.meter.refused, now, minElapsed)
 		c = (1 - share) * max(base, answered)
 	}
 	switch {
 	case !s.Engaged() && share <= shedMaxShare:
-		// Few of the answers refused, and the server keeping up: the
-		// client is near the server's capacity, or refused at random
-		// (see shedding), not far above a limit. A limit is then at
-		// about (1-share) times the rate measured, and the cut goes to
-		// just below that, if that is less of a cut; the test of
-		// shedding weighs the refusals there. The rate was measured
-		// over a millisecond or more, not ten: the first throttle of a
-		// fast client comes within a millisecond or two, and its
-		// attempts over ten would be a tenth of its rate.
+		// Few answers refused: near capacity, or refused at random (see
+		// shedding), not far above a limit, which would then be at about
+		// (1-share) times the rate; the cut goes just below that if it is
+		// less of a cut, and the test of shedding weighs the refusals.
 		next = max(next, acceptedShare*(1-share)*base)
-		// As setRate will clamp it: below MinRate, no rate in force
-		// would ever be at or below the low rate, and the test would
-		// never weigh an outcome.
+		// Clamped as setRate will: a low rate below MinRate is never
+		// reached, and the test would never weigh an outcome.
 		s.shed.lowRate = max(next, minRate)
 	case !s.Engaged() && c > 0:
-		// The first cut goes at least that far: from the burst of a
-		// cold start, at thousands of requests a second, cuts by
-		// cubicBeta would take a dozen, each paid for with a round of
-		// refusals (a limiter without a burst refuses all but one of
-		// the burst, and every cut after).
+		// The first cut goes at least that far: from a cold burst's
+		// thousands a second, cuts by cubicBeta would take a dozen, each
+		// paid for with refusals.
 		next = min(next, acceptedShare*c)
 	case c > 0:
-		// Later cuts go no further than just below it, as long as that
-		// is a cut at all: a rate near the limit was found, and a deep
-		// cut would take seconds of cubic growth to win back.
+		// Later cuts go no further than just below it: a deep cut from a
+		// rate near the limit takes seconds of growth to win back.
 		next = max(next, acceptedShare*min(c, base))
 	}
 	hold := false
 	switch {
 	case s.outage.streakAfterOK:
-		// The server has accepted requests: refused now, it is over
-		// its limit, or down; either way the rate comes down.
+		// The server has accepted requests: over its limit, or down;
+		// either way the rate comes down.
 	case s.outage.cutsSinceOK == 1:
 		s.outage.base = next
 	case next < outageShare*s.outage.base:
-		// Never a success yet: the rate the cuts approach is the
-		// outage's, not the server's. Held here, the waiting requests
-		// keep turns within their deadlines until it answers.
+		// Never a success yet: the cuts chase an outage, not a limit.
+		// Held here, the waiting requests keep turns within their
+		// deadlines until it answers.
 		next = outageShare * s.outage.base
 		hold = true
 	}
@@ -218,18 +195,15 @@ func (s *State) succeeded(now time.Time, adapt Adapt, minRate float64) {
 		d := t - s.rate.window
 		next = cubicScale*d*d*d + s.rate.lastMax
 	}
-	// Growth beyond what the client is measured sending at is growth
-	// nothing has tested: a client whose turns were handed out at the old
-	// rate would find, once they are spent, a rate the server refuses.
-	// So the rate grows only from a measured sending rate. Nor does a
+	// Growth past what the client is measured sending at is untested,
+	// so the rate grows only from a measured sending rate; nor does a
 	// client that sends less lower the rate it has learned.
 	if next > s.rate.fill {
 		next = min(next, max(s.rate.fill, growthLimit*s.meter.measured))
 	}
 	s.setRate(next, minRate)
-	// Turns queued at a rate well below the new one would keep the client
-	// at the old rate for as long as the queue lasts: they are void, and
-	// their attempts take turns at the new rate.
+	// Turns queued well below the new rate would hold the client at the
+	// old one while the queue lasts: they are void.
 	if s.sched.next.After(now) && s.rate.fill >= regrant*s.sched.granted {
 		s.reschedule(now)
 	}
