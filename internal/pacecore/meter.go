@@ -110,12 +110,9 @@ func (s *State) measure(now time.Time) {
 		sent, ok := float64(s.meter.takeSent())/sec, float64(okN)/sec
 		switch {
 		case elapsed >= quietTime && !s.Engaged():
-			// No answer for quietTime: the key was quiet, and what it
-			// sends next is no continuation of the rate before. Folded
-			// in, the quiet bucket would pull the rate down to a fraction
-			// of what the client sent when it was busy, and a burst's
-			// first cut would come from that. The burst is measured
-			// afresh, as a new key's is.
+			// Quiet for quietTime: what the key sends next is no
+			// continuation, and folded in, the quiet bucket would pull
+			// a burst's first cut far below its rate. Measured afresh.
 			s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
 		case !s.meter.sampled:
 			// The first bucket is the estimate, not a fifth of it.
@@ -129,12 +126,10 @@ func (s *State) measure(now time.Time) {
 }
 
 // open begins a new key's first bucket when its first attempt asks for
-// a slot of slow start, not with its first answer: the attempts sent
-// over the first round trip, counted over what was left of it, read as
-// several times the rate they were sent at, and a cold start's first cut
-// came from that. (Without slow start, an idle key's attempts are
-// counted without a step, and its first bucket begins with its first
-// answer.)
+// a slot of slow start, not with its first answer: counted over what was
+// left of the first round trip, its attempts read as several times the
+// rate they were sent at. (Without slow start, the first bucket begins
+// with the first answer.)
 func (m *meter) open(now time.Time) {
 	if m.bucket.IsZero() {
 		m.bucket = now
@@ -149,21 +144,16 @@ func (m *meter) inBucket(now time.Time) bool {
 }
 
 // acceptedRate returns the rate of successes: the smoothed rate, or the
-// current bucket's if that is higher (it is fresher) and counts at least
+// current bucket's if that is higher (fresher) and counts at least
 // minSamples successes.
 //
-// A token bucket's burst inflates both: its burst accepted at once, over
-// the few milliseconds of a cold start's first cuts, measures a rate the
-// server never keeps up, and every cut of the cascade that follows stops
-// at acceptedShare of it, each paid for with refusals. Once a throttle
-// has found the bucket empty, and while
-// the client keeps it empty (drainedShare of the answers since refused),
-// the successes since come at the rate it refills: for drainWindow after
-// the first throttle, the rate is no more than theirs over the time
-// since, or, fewer than minSamples of them, than minSamples over it. A
-// client refused at random is not bounded so: cut to the share accepted
-// since its first throttle, it would be cut again and again (see
-// shedding).
+// A token bucket's burst, accepted at once, inflates both, and every cut
+// of a cascade would stop just below it. Once a throttle found the bucket
+// empty, and while the client keeps it so (drainedShare of the answers
+// since refused, which random refusals are not), the successes since
+// come at the rate it refills: for drainWindow after the first throttle,
+// the rate is no more than theirs (minSamples at least) over the time
+// since.
 func (s *State) acceptedRate(now time.Time) float64 {
 	m := &s.meter
 	c := m.accepted
@@ -172,9 +162,8 @@ func (s *State) acceptedRate(now time.Time) float64 {
 	}
 	if e := now.Sub(m.drained); !m.drained.IsZero() && e > 0 && e < drainWindow &&
 		float64(m.drainedRefused) > drainedShare*float64(m.drainedOK+m.drainedRefused) {
-		// Over the time since, not minElapsed: a bound that holds a
-		// client of thousands a second to minSamples in 10 ms would
-		// cut it far below what it is accepted at.
+		// Over the time since, not minElapsed, which would hold a client
+		// of thousands a second far below what it is accepted at.
 		c = min(c, float64(max(m.drainedOK, minSamples))/e.Seconds())
 	}
 	return c

@@ -74,14 +74,9 @@ func (s *State) throttle(now time.Time, hinted bool, gen uint64) {
 		// these refusals, and would hold, undecided, without them.
 	case !s.Engaged():
 		// Idle (or in slow start): a server's hint engages the key at
-		// once. Otherwise suspect weighs every throttle that is not
-		// noise, and the key engages only once the answers say it is
-		// over a limit, not too early in a burst to read their share:
-		// until then (a refusal now and then, refusals at random up to
-		// a quarter or so, cheaper retried than paced, or a few among
-		// the first answers of a burst most of which is unanswered),
-		// the attempt is retried as it would be without a Pacer (see
-		// suspect and tooEarly).
+		// once; otherwise only answers that say it is over a limit, read
+		// late enough in a burst (see suspect, tooEarly). Until then the
+		// attempt is retried as it would be without a Pacer.
 		if hinted || s.suspect() && !s.tooEarly() {
 			s.throttled(now, s.cfg.Adapt, s.cfg.MinRate)
 		}

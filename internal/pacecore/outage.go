@@ -33,21 +33,13 @@ func (s *State) silenceOver() bool {
 }
 
 // resume is called on the success that ends a silence (see silenceOver).
-//
-// A fixed window limiter (an API gateway's quota of N a second, or a
-// minute; Envoy's local rate limit, a token bucket filled once a window)
-// accepts its quota at the start of each window and refuses everything
-// after it. Every paced refusal of the silence that follows cuts, and the
-// key would come out of it at a fraction of what the window accepts.
-// The successes since the last silence ended (or
-// since the key's first bucket) over the time since are what the limiter
-// accepts, window and silence together; the rate comes back to
-// acceptedShare of that, if it is lower, and its curve grows back to that
-// rate from there. The first silence cannot tell a window of N from a
-// token bucket with a burst of N-1 refilled once in as long; a bucket's
-// next silence, one success long, counts too few successes (minSamples)
-// to resume from, and its cuts go on. An outage's end is outageOver's:
-// the key starts again.
+// A fixed window limiter (a gateway's N a second, Envoy's local rate
+// limit) accepts its quota at the start of each window and refuses the
+// rest, and every paced refusal of the silence cuts. The successes since
+// the last silence ended (or the key's first bucket), over the time
+// since, are what it accepts: the rate comes back to acceptedShare of
+// that, if lower, and grows on from there. (A token bucket's next
+// silence, one success long, counts too few successes to resume from.)
 func (s *State) resume(now time.Time, adapt Adapt, minRate float64) {
 	d, ok := now.Sub(s.outage.cycleStart).Seconds(), s.outage.cycleOK
 	s.outage.cycleStart, s.outage.cycleOK = now, 0
@@ -63,18 +55,12 @@ func (s *State) resume(now time.Time, adapt Adapt, minRate float64) {
 	s.setRate(next, minRate)
 }
 
-// outageOver reports whether a success at now, after a streak of cuts,
-// ends an outage: a silence of outageTime since the last success, and ten
-// times the usual spacing of successes before the streak. A limiter that
-// admits its quota at the start of each window is silent for most of the
-// window: that is not an outage. Refusals that followed no success at all
-// are one after outageTime; refusals after successes whose rate is
-// unknown (the key engaged within its first half-second) are none.
-//
-// A single cut is no streak: the silence after it may be the client's
-// (callers backing off after a refusal), and restarting would forget
-// the limit. In an outage, the attempts paced after the first cut are
-// refused too, and cut again.
+// outageOver reports whether a success at now, after a streak of two
+// cuts or more, ends an outage: outageTime since the last success, and
+// outageSilence spacings of the successes before the streak (a fixed
+// window's silence is shorter). Refusals after no success at all make one
+// after outageTime; after successes at an unknown rate, none do. A single
+// cut is no streak: the silence after it may be callers backing off.
 func (s *State) outageOver(now time.Time) bool {
 	gap := now.Sub(s.outage.lastOK)
 	switch {
@@ -96,10 +82,8 @@ func (s *State) restart(now time.Time, initialWindow int) {
 	s.meter.measured, s.meter.accepted, s.meter.sampled = 0, 0, false
 	s.meter.takeSent()
 	s.meter.ok = 1 // this success
-	// The key has been throttled before: its first refusal now is its
-	// limit's (a storm's backlog meeting the server as it returns, after
-	// the successes of the server's burst), and engages it; no success
-	// takes away from an infinite sum.
+	// Its first refusal now is its limit's (a backlog meeting the
+	// server as it returns), and engages it.
 	s.meter.suspicion, s.meter.suspectOK = math.Inf(1), 1
 	s.meter.bucket = now
 	if initialWindow > 0 {

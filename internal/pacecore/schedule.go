@@ -15,39 +15,24 @@ type schedule struct {
 // says how long the attempt must wait for it. A key that has not engaged
 // hands out none: the attempt goes at once.
 //
-// Turns are handed out first come, first served, one interval apart:
-// each at the later of now and the previous turn's time plus the
-// interval (virtual scheduling, the GCRA of ATM networks, with a burst of
-// one). A cut, a pause or a large growth of the rate voids the turns
-// handed out before it and starts the schedule again (see reschedule):
-// their attempts wake and take new turns, so no two turns of one
-// schedule are ever due closer than its interval. A
-// [golang.org/x/time/rate.Limiter] does not fit here: changing its limit
-// re-prices the tokens owed, and new reservations then fall between those
-// already handed out, so the paced attempts arrive in clumps that a
-// strict limiter refuses. Turns are taken at the time of sending, after
-// any backoff, as in the AWS SDK's adaptive mode.
+// Turns are handed out first come, first served, one interval apart
+// (virtual scheduling, ATM's GCRA, with a burst of one), at the time of
+// sending, after any backoff, as in the AWS SDK's adaptive mode. A cut, a
+// pause or a large growth of the rate voids the turns handed out and
+// starts again (see reschedule), so no two turns of one schedule are due
+// closer than its interval. (A [golang.org/x/time/rate.Limiter] whose
+// limit changes re-prices the tokens owed, and new reservations fall
+// between old ones, in clumps a strict limiter refuses.)
 //
-// A turn due after the deadline (when there is one) is not handed out:
-// the attempt is refused, with the wait it would have had. Handed out and
-// given back, such a turn stayed spent whenever another was handed out in
-// between: callers that fail fast and call again (a worker pool whose
-// jobs have deadlines) pushed the schedule out by an interval for each
-// refusal, faster than it drained, until every wait was past every
-// deadline.
-//
-// While the key is held (ModeHeld), the wait is no forecast: the rate
-// held is a probe's, and the first success restarts the key in slow
-// start. A wait past the deadline is then not refused, nor does it take
-// a turn: the attempt waits for the hold to end (held). Refused, such
-// attempts would fail within an outage far shorter than their deadlines.
-// So is the wait of a key that has never had a success, unless a
-// server's pause alone ends past the deadline: its rate is a guess from
-// refusals (a cold burst's, or an outage's before its cuts reach the
-// hold), and the attempts that waited for slow start's slots take their
-// turns at once when it engages; a storm's thousand callers met a cold
-// outage so, and those queued past their deadlines failed at once,
-// though the server came back within a second.
+// A turn due after the deadline is not handed out: the attempt is
+// refused, with the wait it would have had, and takes no turn (spent,
+// such turns pushed the schedule of callers that fail fast and call
+// again past every deadline). But while the key is held, or has never
+// had a success, its rate is a probe's or a guess, no forecast: the
+// attempt waits, with no turn, for the hold to end, unless a server's
+// pause alone ends past the deadline (a storm's callers queued past
+// their deadlines in a cold outage failed at once, though the server
+// came back within a second).
 func (s *State) reserve(now, deadline time.Time) Grant {
 	if !s.Engaged() {
 		return Grant{}

@@ -6,32 +6,21 @@ import (
 )
 
 // shedding tells a rate limit from refusals that do not depend on the
-// rate: a load balancer shedding a share of requests at random, a flaky
-// backend. A limit refuses a share that falls as the rate falls below it;
-// shedding refuses the same share at any rate, and cutting on it would
-// ratchet the rate down cut after cut (each floored at a share of an
-// accepted rate that falls with it), until requests fail waiting for
-// turns that retries alone would not have needed.
+// rate (a load balancer shedding at random, a flaky backend): a limit's
+// share falls as the rate falls below it, shedding's does not, and
+// cutting on shedding would ratchet the rate down until requests fail
+// waiting for turns that retries alone would not have needed.
 //
-// So a chain of cuts is watched from its first: the rate before it, and
-// the share of the attempts refused before it (counted without the
-// refusal that cut; see stoppedShare). Unless that share is clearly over
-// shedMaxShare (0.7 times the rate, a limit refuses nothing if that share
-// was 0.3 or less, and at most 14 % at 0.4; see limitShare), the chain is
-// tested in two stages. At 0.7 times its rate or less (or the rate of a
-// moderate first cut, see low), the attempts paced at the rate in force
-// must still be refused at no less than half the first share and no
-// more than it (each as it may have been; see hiLower and hiUpper); then,
-// as a token bucket's burst makes a limit's first share look smaller than
-// it is, again at a rate below what a limit accepted there (see deepen),
-// at no less than the first share. Then the refusals do not come from
-// the rate: the key disengages, and remembers the share. A throttle then
-// engages the key again, or cuts an engaged key's rate, only when the
-// share refused over the last two buckets is well above it (see noise),
-// as a limit's refusals grow with the rate. The chain ends as a limit's
-// when the share at the lower rate has clearly fallen or risen (see test
-// and State.testSuccess), or stays undecided for shedMaxRefusals
-// refusals, and ends when the key restarts or disengages.
+// So a chain of cuts records the rate before its first cut and the share
+// refused before it (see stoppedShare). Unless that share is clearly a
+// limit's (see limitShare), the chain is tested in two stages: at the low
+// rate (see low) the share must stay between half the first and the
+// first (see hiLower, hiUpper); then, since a token bucket's burst makes
+// a limit's first share look small, again below what a limit accepted
+// there (see deepen). Passing both, the key disengages and remembers the
+// share, and only refusals well above it count after (see noise). A share
+// that clearly fell or rose, or stays undecided for shedMaxRefusals
+// refusals, ends the chain as a limit's (see test, State.testSuccess).
 type shedding struct {
 	chainRate float64 // the rate before the chain's first cut; 0: no chain
 	// chainGen is the generation the attempts were paced at before that
@@ -101,11 +90,9 @@ func (sh *shedding) count(s *State, refused bool, gen uint64) {
 }
 
 // cut notes a cut from rate base. The first of a chain records the rate
-// and the refusals that led to it: those of the current bucket before the
-// key engaged, those since the last cut after. A chain with too few
-// outcomes before its low rate to test against begins again at this cut,
-// keeping them; one refused too often before it to test anything begins
-// again from the outcomes at its low rate, or afresh.
+// and the refusals that led to it (the bucket's before the key engaged,
+// those since the last cut after). A chain with too few outcomes to test
+// against, or refused too often to test, begins again at this cut.
 func (sh *shedding) cut(s *State, base float64, now time.Time) {
 	switch {
 	case base <= 0:
@@ -118,11 +105,9 @@ func (sh *shedding) cut(s *State, base float64, now time.Time) {
 		}
 		sh.begin(s, now, base, n, k, false)
 	case sh.hiN < sh.need():
-		// Too few outcomes to test against: the chain begins again at
-		// this cut, keeping them (begun after a limit's, it still is).
-		// Kept at its first rate, the chain's low rate would be far
-		// above the rate its cuts came down to, and its first share
-		// one of every rate on the way.
+		// Too few outcomes: begin again here, keeping them. Kept at its
+		// first rate, the low rate would be far above where the cuts
+		// came down to, and the first share a mix of every rate since.
 		sh.begin(s, now, base, sh.hiN+sh.loN, sh.hiK+sh.loK, sh.limit)
 	case sh.limitShare() && sh.loN >= minSamples:
 		sh.begin(s, now, base, sh.loN, sh.loK, true)
@@ -169,10 +154,8 @@ func (sh *shedding) testing(s *State) bool {
 
 // limitShare reports whether the chain's first share is clearly a
 // limit's, too high to test: over shedMaxShare by more than two standard
-// errors. Over a few outcomes, a quarter refused at random can come out
-// near a half; taken for a limit's by a bare comparison, each refusal
-// after would cut the rate again until requests failed waiting for
-// turns.
+// errors (over a few outcomes, a quarter refused at random can come out
+// near a half).
 func (sh *shedding) limitShare() bool {
 	return sh.hiLower(stoppedShare(sh.hiK, sh.hiN)) > shedMaxShare
 }
@@ -185,11 +168,10 @@ func (sh *shedding) endChain() {
 
 // noise reports whether a throttle is no more than the key's refusals
 // that do not depend on the rate, if it has found any: whether the
-// refusals of the current bucket and the one before are not well above
-// that share (twice it, or halfway from it to all, whichever is less,
-// and three standard deviations).
-// Such a throttle neither engages the key nor cuts its rate: a limit's
-// refusals grow with the rate until they are well above it.
+// refusals of this bucket and the one before are not well above that
+// share (twice it, or halfway to all, and three standard deviations).
+// Such a throttle neither engages nor cuts: a limit's refusals grow with
+// the rate until they are well above it.
 func (sh *shedding) noise(s *State) bool {
 	if sh.share == 0 {
 		return false
@@ -203,15 +185,12 @@ func (sh *shedding) noise(s *State) bool {
 	return k <= mean+min(mean, (n-mean)/2) || k <= mean+3*math.Sqrt(mean*(1-sh.share))+2
 }
 
-// idleBucket folds a bucket of okN successes and refused throttles of an
-// idle key into the share of refusals that do not depend on the rate: a
-// key that has found none takes the share of a bucket of 4×minSamples
-// answers or more refused no more than engageLow, which it lives with
-// unpaced (see State.suspect), as if found; then it decays.
-// A limit reached later is told from them as from shedding found by a
-// test (see noise): the key engages on refusals well above them, and
-// does not cut on them while it paces, where it would cut on every
-// refusal at random once engaged.
+// idleBucket folds an idle key's bucket of okN successes and refused
+// throttles into the share that does not depend on the rate: a key with
+// none takes a bucket's of 4×minSamples answers or more refused no more
+// than engageLow (which it lives with unpaced, see State.suspect), as if
+// a test had found it; then it decays. Once engaged, it then does not
+// cut on every refusal at random.
 func (sh *shedding) idleBucket(okN, refused int64) {
 	switch n := okN + refused; {
 	case sh.share > 0:
