@@ -150,10 +150,10 @@ func (m *meter) inBucket(now time.Time) bool {
 // A token bucket's burst, accepted at once, inflates both, and every cut
 // of a cascade would stop just below it. Once a throttle found the bucket
 // empty, and while the client keeps it so (drainedShare of the answers
-// since refused: far above a limit, not shed at random), the successes since
-// come at the rate it refills: for drainWindow after the first throttle,
-// the rate is no more than theirs (minSamples at least) over the time
-// since.
+// since refused: far above a limit, not shed at random), the successes
+// since come at the rate it refills: for drainWindow after the first
+// throttle, the rate is no more than theirs (minSamples at least) over
+// the time since.
 func (s *State) acceptedRate(now time.Time) float64 {
 	m := &s.meter
 	c := m.accepted
