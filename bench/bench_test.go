@@ -5,9 +5,12 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/pace"
@@ -215,12 +218,8 @@ func TestCopying(t *testing.T) {
 // without a Pacer, pacer=slow-start the default Pacer, pacer=no-slow-start
 // a Pacer with InitialWindow -1.
 func BenchmarkColdBurst(b *testing.B) {
-	const burst = 100
 	srv := NewServer()
 	defer srv.Close()
-	base := cleanhttp.DefaultPooledTransport()
-	base.MaxIdleConnsPerHost = burst
-	defer base.CloseIdleConnections()
 	pacers := []struct {
 		name string
 		new  func() retry.Pacer
@@ -230,33 +229,65 @@ func BenchmarkColdBurst(b *testing.B) {
 		{"no-slow-start", func() retry.Pacer { return &pace.Pacer{InitialWindow: -1} }},
 	}
 	for _, pc := range pacers {
-		b.Run("pacer="+pc.name, func(b *testing.B) {
-			fire := func() {
-				rt := retry.New(base, retry.WithPacer(pc.new()))
-				var wg sync.WaitGroup
-				for range burst {
-					wg.Go(func() {
-						req, err := http.NewRequest("GET", srv.URL, nil)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						resp, err := rt.RoundTrip(req)
-						if err != nil {
-							b.Error(err)
-							return
-						}
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					})
-				}
-				wg.Wait()
-			}
-			fire() // warm the connections
-			b.ResetTimer()
-			for b.Loop() {
-				fire()
-			}
+		b.Run("pacer="+pc.name, func(b *testing.B) { coldBurst(b, srv.URL, pc.new) })
+	}
+}
+
+// BenchmarkColdBurstRTT is BenchmarkColdBurst against a server that
+// answers each request 20 ms after it arrives, as a distant host would:
+// slow start lets a window's attempts out per round trip, doubling it,
+// so the burst takes a round trip more for each halving of the initial
+// window. window=off is a Pacer with InitialWindow -1.
+func BenchmarkColdBurstRTT(b *testing.B) {
+	const rtt = 20 * time.Millisecond
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(rtt)
+		w.Write(okBody)
+	}))
+	defer srv.Close()
+	for _, window := range []int{-1, 2, 4, 10} {
+		name := "window=" + strconv.Itoa(window)
+		if window < 0 {
+			name = "window=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			coldBurst(b, srv.URL, func() retry.Pacer { return &pace.Pacer{InitialWindow: window} })
 		})
+	}
+}
+
+// coldBurst times bursts of 100 concurrent GETs to url, each burst
+// through a new retry Transport with the Pacer newPacer makes, over
+// connections warmed by a first, untimed burst.
+func coldBurst(b *testing.B, url string, newPacer func() retry.Pacer) {
+	const burst = 100
+	base := cleanhttp.DefaultPooledTransport()
+	base.MaxIdleConnsPerHost = burst
+	defer base.CloseIdleConnections()
+	fire := func() {
+		rt := retry.New(base, retry.WithPacer(newPacer()))
+		var wg sync.WaitGroup
+		for range burst {
+			wg.Go(func() {
+				req, err := http.NewRequest("GET", url, nil)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			})
+		}
+		wg.Wait()
+	}
+	fire()
+	b.ResetTimer()
+	for b.Loop() {
+		fire()
 	}
 }

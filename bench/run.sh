@@ -11,13 +11,15 @@
 #             only copies the body as retry does, and retry (also in bench)
 #   coldburst 100 concurrent GETs to a healthy host new to the Pacer:
 #             no Pacer, the Pacer (slow start), the Pacer without slow start
+#   coldrtt   the same burst to a server answering 20 ms late: slow start's
+#             initial window of 10 against 4, 2 and none
 #   hedge     GETs to a server with a heavy latency tail (5 % of answers 20x
 #             slower): p50, p99 and extra requests, retry without hedging,
 #             retry hedging, and failsafe-go's hedge policy
 #   peakrss   peak RSS of one 64 MiB upload through each library
 #   storm     the retry-storm harness (ends within two minutes)
 #
-# Usage: ./run.sh [all|bench|s3copy|coldburst|hedge|peakrss|storm]...   (default: all)
+# Usage: ./run.sh [all|bench|s3copy|coldburst|coldrtt|hedge|peakrss|storm]...   (default: all)
 # Environment: COUNT (10), BENCHTIME (0.5s), CPU (1: GOMAXPROCS of the
 # benchmarks), OUT (results).
 #
@@ -49,7 +51,7 @@ machine() {
 	echo "load average (1, 5, 15 min) at the start: $(load)"
 }
 
-if want bench || want s3copy || want coldburst || want hedge; then
+if want bench || want s3copy || want coldburst || want coldrtt || want hedge; then
 	if ! [ -x "$GOBIN_DIR/benchstat" ]; then
 		GOWORK=off go install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION"
 	fi
@@ -104,6 +106,12 @@ if want coldburst; then
 	step "a cold burst of 100 to a healthy host, with and without the Pacer's slow start: $COUNT rounds"
 	rounds coldburst '^BenchmarkColdBurst$'
 	"$bs" -col '/pacer@(none slow-start no-slow-start)' "$OUT/coldburst.txt" | tee "$OUT/benchstat-coldburst.txt"
+fi
+
+if want coldrtt; then
+	step "a cold burst of 100 to a host 20 ms away, by slow start's initial window: $COUNT rounds"
+	rounds coldrtt '^BenchmarkColdBurstRTT$'
+	"$bs" -col '/window@(10 4 2 off)' "$OUT/coldrtt.txt" | tee "$OUT/benchstat-coldrtt.txt"
 fi
 
 if want hedge; then
