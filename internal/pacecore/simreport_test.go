@@ -52,18 +52,15 @@ func TestSimReport(t *testing.T) {
 			t.Logf("queue, shed %.2f, a%d: over 10 s %d/300, p99 %v, max %v", shed, adapt, slow, q(ends, .99), q(ends, 1))
 		}
 	}
-	// 40 clients, 1 ms round trips, 600 successes, shed at random.
-	for _, adapt := range adapts {
-		for _, shed := range []float64{0.1, 0.25, 0.4} {
-			var ends []time.Duration
-			for seed := uint64(0); seed < 300; seed++ {
-				p := &testPacer{InitialWindow: -1, Adapt: adapt}
-				srv := &pacesim.Server{Shed: shed, Rnd: rand.New(rand.NewPCG(seed, 78))}
-				end, _ := pacesim.Clients(t, p.state(hostRequest(t, "api.example")), srv, 40, 600, time.Millisecond, rand.New(rand.NewPCG(seed, 79)))
-				ends = append(ends, end.Sub(pacerEpoch))
-			}
-			slices.Sort(ends)
-			t.Logf("40 clients, shed %.2f, a%d: p50 %v, p99 %v, max %v", shed, adapt, q(ends, .5), q(ends, .99), q(ends, 1))
+	// 40 clients shed at random (see shedClients), and the median time
+	// against no Pacer's (see TestPacerRandomSheddingCostsLittleTime).
+	for _, shed := range []float64{0.05, 0.1, 0.25, 0.4} {
+		none := shedClients(t, nil, shed, 300)
+		t.Logf("40 clients, shed %.2f, no Pacer: p50 %v, p99 %v, max %v", shed, q(none, .5), q(none, .99), q(none, 1))
+		for _, adapt := range adapts {
+			ends := shedClients(t, &adapt, shed, 300)
+			t.Logf("40 clients, shed %.2f, a%d: p50 %v (%.3f× no Pacer's), p99 %v, max %v",
+				shed, adapt, q(ends, .5), median(ends)/median(none), q(ends, .99), q(ends, 1))
 			if shed < 0.4 {
 				assert.Less(t, ends[len(ends)-1], 5*time.Second, "40 clients, shed %v, a%d", shed, adapt)
 			}
@@ -128,3 +125,27 @@ func TestSimReport(t *testing.T) {
 		t.Logf("limit after shedding, a%d: slow %d/100, p50 %v, p90 %v, max %v", adapt, slow, q(tooks, .5), q(tooks, .9), q(tooks, 1))
 	}
 }
+
+// shedClients returns the times, sorted, that 40 clients with 1 ms round
+// trips take for 600 successes from a server that sheds a share shed of
+// the attempts at random, one run per seed: paced by a Pacer of adapt,
+// or with none if adapt is nil. A seed runs the same server and clients
+// either way.
+func shedClients(t testing.TB, adapt *Adapt, shed float64, seeds int) []time.Duration {
+	var ends []time.Duration
+	for seed := uint64(0); seed < uint64(seeds); seed++ {
+		var k pacesim.Key = pacesim.Unpaced{}
+		if adapt != nil {
+			p := &testPacer{InitialWindow: -1, Adapt: *adapt}
+			k = p.state(hostRequest(t, "api.example"))
+		}
+		srv := &pacesim.Server{Shed: shed, Rnd: rand.New(rand.NewPCG(seed, 78))}
+		end, _ := pacesim.Clients(t, k, srv, 40, 600, time.Millisecond, rand.New(rand.NewPCG(seed, 79)))
+		ends = append(ends, end.Sub(pacerEpoch))
+	}
+	slices.Sort(ends)
+	return ends
+}
+
+// median returns the median of sorted, in nanoseconds.
+func median(sorted []time.Duration) float64 { return float64(sorted[len(sorted)/2]) }

@@ -166,3 +166,12 @@ func Clients(t testing.TB, k Key, srv *Server, clients, n int, rtt time.Duration
 	}
 	return end, refused
 }
+
+// Unpaced is a key with no Pacer: it never engages, and its attempts go
+// as the clients send them. It runs a scenario's baseline.
+type Unpaced struct{}
+
+func (Unpaced) Reserve(time.Time) (time.Duration, Turn) { return 0, nil }
+func (Unpaced) Send()                                   {}
+func (Unpaced) Answer(retry.Class, uint64, time.Time)   {}
+func (Unpaced) State() State                            { return State{} }
