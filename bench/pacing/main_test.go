@@ -167,12 +167,14 @@ func TestCSVRows(t *testing.T) {
 	for i := 100; i >= 1; i-- {
 		lat = append(lat, time.Duration(i)*time.Millisecond)
 	}
-	rows := csvRows([]result{{strategy: "S", round: 2, requests: 100, attempts: 120, refused: 20, elapsed: 3 * time.Second, latencies: lat}})
+	rows := csvRows([]result{{strategy: "S", round: 2, requests: 100, attempts: 120, refused: 20, elapsed: 3 * time.Second, latencies: lat},
+		{strategy: "S", round: 3, requests: 1, attempts: 1, elapsed: 41234567 * time.Nanosecond, latencies: lat[:1]}})
 	want := [][]string{
 		{"strategy", "round", "requests", "attempts", "refused", "failed", "elapsed_ms", "p50_ms", "p99_ms"},
 		{"S", "2", "100", "120", "20", "0", "3000", "51", "100"},
+		{"S", "3", "1", "1", "0", "0", "41.234", "100", "100"},
 	}
-	if !slices.Equal(rows[0], want[0]) || !slices.Equal(rows[1], want[1]) || len(rows) != 2 {
+	if !slices.Equal(rows[0], want[0]) || !slices.Equal(rows[1], want[1]) || !slices.Equal(rows[2], want[2]) || len(rows) != 3 {
 		t.Errorf("rows %q; want %q", rows, want)
 	}
 	if lat[0] != 100*time.Millisecond {
