@@ -147,5 +147,6 @@ func shedClients(t testing.TB, adapt *Adapt, shed float64, seeds int) []time.Dur
 	return ends
 }
 
-// median returns the median of sorted, in nanoseconds.
-func median(sorted []time.Duration) float64 { return float64(sorted[len(sorted)/2]) }
+// median returns the median of sorted, in nanoseconds: the lower middle
+// of an even count, as the report's p50 is.
+func median(sorted []time.Duration) float64 { return float64(sorted[(len(sorted)-1)/2]) }
