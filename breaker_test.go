@@ -22,7 +22,7 @@ func TestBreakerTurnsEndOnce(t *testing.T) {
 		{"sent twice", nil, 2, 0, []func(http.ResponseWriter, *http.Request){status(503), status(200)}},
 		{"refused by BeforeAttempt", []Option{WithBeforeAttempt(func(Prepare) error { return errors.New("no") })}, 0, 1,
 			[]func(http.ResponseWriter, *http.Request){status(200)}},
-		{"refused by the Pacer", []Option{WithPacer(&recordingPacer{err: errors.New("no turn")})}, 0, 1,
+		{"refused by the Pacer, asked before it", []Option{WithPacer(&recordingPacer{err: errors.New("no turn")})}, 0, 0,
 			[]func(http.ResponseWriter, *http.Request){status(200)}},
 		{"attempts run out", []Option{WithMaxAttempts(2)}, 2, 0, []func(http.ResponseWriter, *http.Request){status(503)}},
 	} {

@@ -12,6 +12,14 @@ import (
 // cheap: it is called on every successful request. If a Budget also has a
 // Validate() error method, the Transport calls it once, at first use, and
 // refuses every request with its error.
+//
+// The Transport asks AllowRetry last, after the retry's wait, its Pacer
+// turn, its Breaker and its BeforeAttempt hook, just before the retry is
+// sent: a retry that one of those refuses costs nothing. If a Budget also
+// has an Affords(c Class) bool method, reporting without taking anything
+// whether it holds the cost of a retry after an outcome of class c, the
+// Transport asks it too when it decides to retry, and stops at once,
+// rather than wait out the backoff only to be refused.
 type Budget interface {
 	// AllowRetry reports whether a retry after an outcome of class c may
 	// be made, and takes its cost when it may.
@@ -118,6 +126,12 @@ func (b *TokenBucket) AllowRetry(c Class) bool {
 			return true
 		}
 	}
+}
+
+// Affords reports whether the bucket holds the cost of a retry after an
+// outcome of class c, without taking it.
+func (b *TokenBucket) Affords(c Class) bool {
+	return b.spent.Load()+b.cost(c) <= b.capacity()
 }
 
 // Success puts Refill tokens back in the bucket, and the cost of a retry

@@ -113,7 +113,7 @@ func TestTokenBucketValidate(t *testing.T) {
 	}
 	rt := New(staticTransport{}, WithBudget(&TokenBucket{Refill: -2}))
 	_, err := rt.RoundTrip(mustRequest(t, "GET", "http://127.0.0.1/", nil))
-	assert.EqualError(t, err, "retry: invalid Budget: retry: TokenBucket.Refill -2 is negative")
+	assert.EqualError(t, err, "retry: invalid Budget: TokenBucket.Refill -2 is negative")
 }
 
 // TestTokenBucketConcurrentSpend checks that racing retries take exactly

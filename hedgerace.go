@@ -108,6 +108,7 @@ func (r *roundTrip) race(ctx context.Context, areq *http.Request, a attempt, n, 
 				if failed != nil {
 					r.dispose(failed)
 				}
+				r.holdOff(o)
 				r.report(ans.c.turn, ans.c.circuit, o, class)
 				ans.c.turn, ans.c.circuit = nil, nil
 				ans.resp = o.Response
@@ -133,6 +134,18 @@ func (r *roundTrip) race(ctx context.Context, areq *http.Request, a attempt, n, 
 			}
 			r.cancelLosers(flying, answers)
 			return o, class, ans.c.a
+		}
+	}
+}
+
+// holdOff notes the server's wait of o, a failed copy overtaken by the
+// copies still in flight: the retry after the race waits for the longest
+// of its copies' server waits, not only for the last copy's (see next).
+func (r *roundTrip) holdOff(o Outcome) {
+	now := r.s.now()
+	if sw, ok := r.copyWait(o, now); ok {
+		if until := now.Add(sw); until.After(r.heldOff) {
+			r.heldOff = until
 		}
 	}
 }
@@ -179,8 +192,8 @@ func (r *roundTrip) schedule(ctx context.Context, delay time.Duration) (<-chan d
 }
 
 // hedgeTurns waits delay, then takes the turns a copy of req needs under
-// settings s: the Budget's last, since its cost cannot be given back.
-// body is the call's replayBody, nil when it has none.
+// settings s, the Pacer's and the Breaker's; the Budget is asked last, by
+// hedge (see gates). body is the call's replayBody, nil when it has none.
 func hedgeTurns(ctx context.Context, s *settings, req *http.Request, body *replayBody, delay time.Duration) due {
 	if err := s.sleep(ctx, delay); err != nil {
 		return due{err: err}
@@ -209,10 +222,6 @@ func hedgeTurns(ctx context.Context, s *settings, req *http.Request, body *repla
 		d.abandon()
 		return due{err: err}
 	}
-	if b := s.budget; b != nil && !b.AllowRetry(Transient) {
-		d.abandon()
-		return due{err: errHedgeBudget}
-	}
 	return d
 }
 
@@ -225,7 +234,11 @@ func (r *roundTrip) hedge(ctx context.Context, d due, delay time.Duration) *copy
 	n := r.sent + 1
 	areq, a, err := r.attemptRequest(ctx, n)
 	if err == nil {
-		if err = r.prepare(areq, n); err != nil {
+		err = r.prepare(areq, n)
+		if b := r.s.budget; err == nil && b != nil && !b.AllowRetry(Transient) {
+			err = errHedgeBudget
+		}
+		if err != nil {
 			closeRequestBody(areq)
 			a.release()
 		}

@@ -20,13 +20,18 @@ type roundTrip struct {
 	prev   time.Duration // the wait slept before the current attempt
 	rounds int           // attempts sent but for copies: the backoff's retry count + 1
 	racing bool          // the current attempt may have copies (see Hedge)
-	turn   Turn          // the Pacer's turn of the current attempt; nil without a Pacer
+	// heldOff is when the longest server wait of the current attempt's
+	// overtaken copies ends (see holdOff); zero when none asked for one.
+	heldOff time.Time
+	turn    Turn // the Pacer's turn of the current attempt; nil without a Pacer
 	// circuit is the Breaker's turn of the next attempt; nil without a
 	// Breaker.
 	circuit Turn
-	// kept is the last response, its body read into memory, while the
-	// next attempt waits for the Pacer.
+	// kept is the last response, its body read into memory, and lastErr
+	// the last error, while the next attempt waits and passes its gates
+	// (see refused).
 	kept    *http.Response
+	lastErr error
 	retried Class // the outcome the current attempt retries; Undecided for the first
 	// last is the outcome of the attempt before the current one, its
 	// response drained and closed, for the BeforeAttempt hook; nil before
@@ -69,46 +74,27 @@ func (r *roundTrip) run() (*http.Response, error) {
 		defer r.endWaits()
 	}
 	r.end = Unsent // until an attempt is sent
-	if err := r.admit(); err != nil {
-		if r.body == nil {
-			closeRequestBody(req) // nothing was sent: RoundTrip still owns it
-		}
-		return nil, r.giveUp(r.tookOf, Unsent, nil, err, StopBreaker)
-	}
+	var delay time.Duration
 	for {
-		attempt := r.sent + 1
-		if r.s.pacer != nil {
-			if stopped, resp, err := r.awaitTurn(ctx); stopped {
-				r.unadmit()
-				return resp, err
+		if r.rounds > 0 {
+			if err := r.timedWait(ctx, delay); err != nil {
+				return r.refused(StopCanceled, err)
 			}
+			r.prev = delay
 		}
-		copies := r.hedges()
-		r.racing, r.won = copies > 0, false
-		areq, a, err := r.attemptRequest(ctx, attempt)
-		if err != nil {
-			// GetBody failed: nothing was sent for this attempt.
-			r.unpace()
-			r.unadmit()
-			return nil, r.giveUp(r.tookOf, Permanent, nil, err, StopBody)
-		}
-		if err := r.prepare(areq, attempt); err != nil {
-			// Nothing is sent: the attempt's body is closed as the base
-			// would have closed it, the caller's with it on a first
-			// attempt that sends the caller's own body.
-			closeRequestBody(areq)
-			a.release()
-			r.unpace()
-			r.unadmit()
-			return nil, r.giveUp(r.tookOf, r.end, nil, err, StopBeforeAttempt)
+		g, stop, err := r.gates(ctx)
+		if stop != StopNone {
+			return r.refused(stop, err)
 		}
 		r.rounds++
+		r.kept, r.lastErr, r.heldOff = nil, nil, time.Time{}
 		var o Outcome
 		var class Class
-		if copies > 0 {
-			o, class, a = r.race(ctx, areq, a, attempt, copies)
+		a := g.a
+		if g.copies > 0 {
+			o, class, a = r.race(ctx, g.req, a, r.sent+1, g.copies)
 		} else {
-			o, class = r.send(ctx, areq, a, attempt)
+			o, class = r.send(ctx, g.req, a, r.sent+1)
 		}
 		r.report(r.turn, r.circuit, o, class)
 		r.turn, r.circuit = nil, nil
@@ -120,7 +106,8 @@ func (r *roundTrip) run() (*http.Response, error) {
 			return a.keepAlive(o.Response), nil
 		}
 
-		delay, fromServer, stop := r.next(ctx, o, class)
+		var fromServer bool
+		delay, fromServer, stop = r.next(ctx, o, class)
 		if stop != StopNone {
 			if o.Err != nil {
 				a.release()
@@ -144,11 +131,6 @@ func (r *roundTrip) run() (*http.Response, error) {
 			r.last = &last
 		}
 		a.release()
-		if err := r.timedWait(ctx, delay); err != nil {
-			r.unadmit()
-			return nil, r.giveUp(r.tookOf, class, nil, err, StopCanceled)
-		}
-		r.prev = delay
 	}
 }
 
@@ -250,6 +232,7 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 	}
 	delay = r.s.backoff.Delay(r.rounds, r.prev, r.s.rand())
 	delay = max(delay, 0)
+	least := delay // the wait that must fit before the deadline
 	now := r.s.now()
 	if sw, ok := r.serverWait(o, now); ok {
 		var u float64
@@ -264,35 +247,50 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		if wait > delay {
 			delay, fromServer = wait, true
 		}
+		least = max(least, min(sw, r.s.maxRetryAfter))
 	}
 	if dl, ok := ctx.Deadline(); ok && delay > dl.Sub(now) {
-		r.retryAt = now.Add(delay)
-		return 0, false, StopDeadline
+		if least > dl.Sub(now) {
+			r.retryAt = now.Add(delay)
+			return 0, false, StopDeadline
+		}
+		// Only ServerWaitJitter's spread reaches past the deadline: the
+		// server's own wait fits, and the spread is cut to it.
+		delay = dl.Sub(now)
 	}
-	if b := r.s.budget; b != nil && !b.AllowRetry(class) {
+	if r.budgetRefuses(class) && !(class == Throttled && r.s.pacer != nil) {
+		// Refused now, the retry would be refused after its wait too
+		// (a throttled one may yet be paid for by its Pacer turn).
 		r.retryAt = now.Add(delay)
 		return 0, false, StopBudget
 	}
-	if r.admit() != nil {
-		return 0, false, StopBreaker // the failures that count have opened the circuit
-	}
 	if r.body != nil && !r.body.retire() {
-		r.unadmit()
 		// The last attempt's writer, which net/http lets run on, took the
-		// body past MaxBufferedBody since the check above. (The budget's
-		// token is spent: refusing the retry after cutting the writer off
-		// would break the response returned instead.)
+		// body past MaxBufferedBody since the check above.
 		return 0, false, StopBody
 	}
 	r.retried = class
 	return delay, fromServer, StopNone
 }
 
-// serverWait returns the wait the server asked for before o's retry: the
-// longer of its headers' (RFC 9110 §10.2.3: Retry-After says how long the
-// client ought to wait; the backoff may choose longer, never shorter) and
-// the WaitFloor's, and whether there is one.
+// serverWait returns the wait the server asked for before o's retry, and
+// whether there is one: o's own (see copyWait), or, when a copy of the
+// same attempt asked for longer (see holdOff), that copy's.
 func (r *roundTrip) serverWait(o Outcome, now time.Time) (time.Duration, bool) {
+	sw, ok := r.copyWait(o, now)
+	if !r.heldOff.IsZero() {
+		if d := max(r.heldOff.Sub(now), 0); !ok || d > sw {
+			sw, ok = d, true
+		}
+	}
+	return sw, ok
+}
+
+// copyWait returns the wait the server asked for in answer to o alone:
+// the longer of its headers' (RFC 9110 §10.2.3: Retry-After says how long
+// the client ought to wait; the backoff may choose longer, never shorter)
+// and the WaitFloor's, and whether there is one.
+func (r *roundTrip) copyWait(o Outcome, now time.Time) (time.Duration, bool) {
 	var sw time.Duration
 	ok := false
 	if o.Response != nil {
@@ -307,14 +305,16 @@ func (r *roundTrip) serverWait(o Outcome, now time.Time) (time.Duration, bool) {
 }
 
 // discard disposes of the response of an outcome that is retried:
-// drained and closed, so that its connection is reused; with a Pacer,
-// kept in memory too, in case the Pacer refuses the retry's wait for the
-// deadline (see awaitTurn).
+// drained and closed, so that its connection is reused, and, when a gate
+// of the retry may refuse it (see gates), kept in memory, to be returned
+// then; its error, when it has one, is kept too.
 func (r *roundTrip) discard(o Outcome) {
+	r.lastErr = o.Err
 	switch {
-	case o.Response != nil && r.s.pacer != nil:
+	case o.Response == nil:
+	case r.s.pacer != nil || r.s.breaker != nil || r.s.budget != nil:
 		r.kept = keep(o.Response, drainLimit, drainTimeout)
-	case o.Response != nil:
+	default:
 		drain(o.Response.Body, drainLimit, drainTimeout)
 	}
 }

@@ -85,33 +85,9 @@ func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
 	return f
 }
 
-// awaitTurn waits for the Pacer's turn of an attempt, after its backoff.
-// When the Pacer refuses, stopped is true, and resp and err are what
-// RoundTrip returns: the last answer when the wait would end past the
-// deadline, as when the backoff's would, or else the Pacer's error.
-func (r *roundTrip) awaitTurn(ctx context.Context) (stopped bool, resp *http.Response, err error) {
-	stop, err := r.pace(ctx)
-	if err == nil {
-		r.kept = nil
-		return false, nil, nil
-	}
-	if r.sent == 0 && r.body == nil {
-		closeRequestBody(r.req) // nothing was sent: RoundTrip still owns it
-	}
-	// r.end is the last attempt's class, or Unsent before the first.
-	var late *TurnTooLate
-	if stop == StopDeadline && errors.As(err, &late) {
-		r.retryAt = r.s.now().Add(late.Wait)
-	}
-	if last := r.kept; last != nil && stop == StopDeadline {
-		r.giveUp(r.tookOf, r.end, last, nil, stop)
-		return true, r.ended(last, r.sent, stop), nil
-	}
-	return true, nil, r.giveUp(r.tookOf, r.end, nil, err, stop)
-}
-
 // pace waits for the Pacer's turn before an attempt, after its backoff.
-// When the Pacer refuses, it returns its error and why no attempt follows.
+// When the Pacer refuses, it returns its error and why no attempt follows:
+// a turn past the deadline tells when to come back (RetryAt).
 func (r *roundTrip) pace(ctx context.Context) (StopReason, error) {
 	var start time.Time
 	if r.timed {
@@ -124,7 +100,12 @@ func (r *roundTrip) pace(ctx context.Context) (StopReason, error) {
 	}
 	if err != nil {
 		if wctx.Err() == nil {
-			return StopDeadline, err // the Pacer refused a wait past the deadline
+			// The Pacer refused a wait past the deadline.
+			var late *TurnTooLate
+			if errors.As(err, &late) {
+				r.retryAt = r.s.now().Add(late.Wait)
+			}
+			return StopDeadline, err
 		}
 		return StopCanceled, r.waitErr(wctx, err)
 	}

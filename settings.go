@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/backoff-jitter/retry/internal/clock"
@@ -252,13 +253,31 @@ func (t *Transport) check() error {
 	}
 	if v, ok := t.Backoff.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
-			return fmt.Errorf("retry: invalid Backoff: %w", err)
+			return invalid("Backoff", err)
 		}
 	}
 	if v, ok := t.Budget.(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
-			return fmt.Errorf("retry: invalid Budget: %w", err)
+			return invalid("Budget", err)
 		}
 	}
 	return nil
 }
+
+// invalid returns err, the Validate error of the Transport's field, said
+// to be that field's: "retry: invalid Backoff: ...", with err's own
+// "retry: " prefix, if any, not said twice. It wraps err.
+func invalid(field string, err error) error {
+	return &invalidField{field: field, err: err}
+}
+
+type invalidField struct {
+	field string
+	err   error
+}
+
+func (e *invalidField) Error() string {
+	return "retry: invalid " + e.field + ": " + strings.TrimPrefix(e.err.Error(), "retry: ")
+}
+
+func (e *invalidField) Unwrap() error { return e.err }

@@ -92,3 +92,13 @@ func TestRoundTripReadsNoFieldAfterFirstUse(t *testing.T) {
 	close(done)
 	wg.Wait()
 }
+
+// A field's own Validate error is named after the field, with its prefix
+// said once, and stays reachable with errors.As.
+func TestInvalidFieldError(t *testing.T) {
+	err := New(nil, WithBackoff(Exponential{Base: time.Second, Multiplier: 0.5})).Validate()
+	require.EqualError(t, err, "retry: invalid Backoff: Exponential.Multiplier 0.5 is less than 1")
+	var f *invalidField
+	require.ErrorAs(t, err, &f)
+	assert.Equal(t, "Backoff", f.field)
+}

@@ -13,7 +13,10 @@
 // at once, before anything is sent, with a [*retry.CircuitOpen]. After
 // OpenFor, or the Retry-After of the failure that opened it when that is
 // longer (up to MaxOpenFor), the circuit is half open: Probes attempts may
-// go; a success closes the circuit, a failure opens it again.
+// go; a success closes the circuit, a failure opens it again. While the
+// probes are out, other attempts are refused with the time by which the
+// probes have answered or others may go: OpenFor after the first probe
+// went. A probe unanswered that long no longer holds its place.
 package breaker
 
 import (
@@ -107,10 +110,16 @@ func (b *Breaker) Validate() error {
 	switch {
 	case b.FailureRate > 1 || math.IsNaN(b.FailureRate):
 		return fmt.Errorf("breaker: FailureRate %v is not at most 1", b.FailureRate)
-	case b.Window < 0, b.OpenFor < 0, b.MaxOpenFor < 0:
-		return fmt.Errorf("breaker: Window, OpenFor and MaxOpenFor must not be negative")
-	case b.MinRequests < 0, b.Probes < 0:
-		return fmt.Errorf("breaker: MinRequests and Probes must not be negative")
+	case b.Window < 0:
+		return fmt.Errorf("breaker: Window %v is negative", b.Window)
+	case b.OpenFor < 0:
+		return fmt.Errorf("breaker: OpenFor %v is negative", b.OpenFor)
+	case b.MaxOpenFor < 0:
+		return fmt.Errorf("breaker: MaxOpenFor %v is negative", b.MaxOpenFor)
+	case b.MinRequests < 0:
+		return fmt.Errorf("breaker: MinRequests %d is negative", b.MinRequests)
+	case b.Probes < 0:
+		return fmt.Errorf("breaker: Probes %d is negative", b.Probes)
 	}
 	return nil
 }
@@ -142,17 +151,26 @@ func (b *Breaker) Allow(req *http.Request) (retry.Turn, error) {
 	case HalfOpen:
 		if c.state == Open { // OpenFor has passed: the first probe
 			c.state, changed = HalfOpen, true
+			c.newProbes(now)
 		}
 		if c.probing >= b.probes() {
-			c.mu.Unlock()
-			return nil, &retry.CircuitOpen{Key: c.key}
+			if end := c.probeAt.Add(b.openFor()); now.Before(end) {
+				c.mu.Unlock()
+				return nil, &retry.CircuitOpen{Key: c.key, Until: end}
+			}
+			// The probes out went unanswered for OpenFor: they hold
+			// their places no longer (a hung probe must not hold the
+			// circuit half open for ever), and their answers, if they
+			// come, are not counted.
+			c.newProbes(now)
 		}
 		c.probing++
+		p := &probe{c: c, gen: c.probeGen}
 		c.mu.Unlock()
 		if changed {
 			b.changed(c.key, Open, HalfOpen)
 		}
-		return (*probe)(c), nil
+		return p, nil
 	}
 	c.mu.Unlock()
 	return (*closedTurn)(c), nil

@@ -177,10 +177,56 @@ func TestClosedPathAllocatesNothing(t *testing.T) {
 	}
 }
 
+// While a half-open circuit's probe is out, other attempts are refused
+// with the time by which it has answered or another may go: OpenFor after
+// it went. A probe unanswered that long no longer holds its place, and
+// its late answer is not counted.
+func TestBusyHalfOpen(t *testing.T) {
+	b, clk := newBreaker(&Breaker{Failures: 1})
+	if err := outcome(b, retry.Transient, 0); err != nil {
+		t.Fatal(err)
+	}
+	clk.advance(defaultOpenFor)
+	hung, err := b.Allow(req)
+	if err != nil {
+		t.Fatalf("the first probe: %v", err)
+	}
+	clk.advance(time.Second)
+	_, err = b.Allow(req)
+	var open *retry.CircuitOpen
+	want := epoch.Add(2 * defaultOpenFor)
+	if !errors.As(err, &open) || !open.Until.Equal(want) {
+		t.Fatalf("Allow while the probe is out: %v; want CircuitOpen until %v", err, want)
+	}
+	clk.advance(defaultOpenFor - time.Second)
+	probe, err := b.Allow(req)
+	if err != nil {
+		t.Fatalf("Allow once the probe went unanswered for OpenFor: %v", err)
+	}
+	hung.Done(retry.Feedback{Class: retry.Transient}) // too late: not counted
+	if s := b.State("api.example"); s != HalfOpen {
+		t.Fatalf("after the hung probe's late failure: %v; want half-open", s)
+	}
+	probe.Done(retry.Feedback{Class: retry.Success})
+	if s := b.State("api.example"); s != Closed {
+		t.Fatalf("after the second probe's success: %v; want closed", s)
+	}
+}
+
 func TestValidate(t *testing.T) {
-	for _, b := range []*Breaker{{FailureRate: 1.5}, {Window: -1}, {Probes: -1}} {
-		if b.Validate() == nil {
-			t.Errorf("%+v: Validate() = nil", b)
+	for _, tc := range []struct {
+		b    *Breaker
+		want string
+	}{
+		{&Breaker{FailureRate: 1.5}, "breaker: FailureRate 1.5 is not at most 1"},
+		{&Breaker{Window: -1}, "breaker: Window -1ns is negative"},
+		{&Breaker{OpenFor: -time.Second}, "breaker: OpenFor -1s is negative"},
+		{&Breaker{MaxOpenFor: -time.Second}, "breaker: MaxOpenFor -1s is negative"},
+		{&Breaker{MinRequests: -2}, "breaker: MinRequests -2 is negative"},
+		{&Breaker{Probes: -1}, "breaker: Probes -1 is negative"},
+	} {
+		if err := tc.b.Validate(); err == nil || err.Error() != tc.want {
+			t.Errorf("Validate() = %v; want %q", err, tc.want)
 		}
 	}
 	if err := (&Breaker{}).Validate(); err != nil {

@@ -16,8 +16,12 @@ type circuit struct {
 	mu      sync.Mutex
 	state   State     // Closed, Open or HalfOpen (Open past until reads as HalfOpen)
 	until   time.Time // Open: when a probe may go
-	probing int       // HalfOpen: probes out
-	inRow   int       // Closed: failures in a row
+	probing int       // HalfOpen: probes out, of generation probeGen
+	// probeAt is when the first probe of generation probeGen went; an
+	// answer of an earlier generation's probe is not counted.
+	probeAt  time.Time
+	probeGen uint64
+	inRow    int // Closed: failures in a row
 	// The failure rate's window, in buckets of window/windowBuckets: the
 	// attempts and failures of each, and the start of the newest.
 	total, failed [windowBuckets]int
@@ -63,13 +67,27 @@ func (t *closedTurn) Done(f retry.Feedback) {
 
 func (t *closedTurn) Abandon() {}
 
-// probe is the turn of an attempt on a half-open circuit.
-type probe circuit
+// newProbes begins a generation of probes at now, with none out. c.mu
+// must be held.
+func (c *circuit) newProbes(now time.Time) {
+	c.probing, c.probeAt = 0, now
+	c.probeGen++
+}
 
-func (t *probe) Done(f retry.Feedback) {
-	c := (*circuit)(t)
+// probe is the turn of an attempt on a half-open circuit.
+type probe struct {
+	c   *circuit
+	gen uint64 // the generation of probes it belongs to
+}
+
+func (p *probe) Done(f retry.Feedback) {
+	c := p.c
 	now := c.b.clock()
 	c.mu.Lock()
+	if p.gen != c.probeGen {
+		c.mu.Unlock() // it went unanswered for too long, and others went
+		return
+	}
 	c.probing--
 	if c.state != HalfOpen {
 		c.mu.Unlock()
@@ -91,10 +109,12 @@ func (t *probe) Done(f retry.Feedback) {
 	c.b.changed(c.key, HalfOpen, to)
 }
 
-func (t *probe) Abandon() {
-	c := (*circuit)(t)
+func (p *probe) Abandon() {
+	c := p.c
 	c.mu.Lock()
-	c.probing--
+	if p.gen == c.probeGen {
+		c.probing--
+	}
 	c.mu.Unlock()
 }
 

@@ -27,6 +27,14 @@
 // secondary limit without Retry-After waits at least a minute
 // ([WaitFloor]), or, when the request's deadline is nearer, is returned at
 // once with the time to come back.
+//
+// With google/go-github, set the client's DisableRateLimitCheck: otherwise
+// go-github itself refuses, without sending them, the requests that
+// follow a response whose quota was spent, until the reset, and the
+// Transport never sees them to wait for the reset:
+//
+//	client := github.NewClient(&http.Client{Transport: retry.New(nil, githubretry.Options()...)})
+//	client.DisableRateLimitCheck = true
 package githubretry
 
 import (

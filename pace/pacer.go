@@ -306,9 +306,9 @@ func (p *Pacer) config() *pacecore.Config {
 func (p *Pacer) Validate() error {
 	switch {
 	case p.MinRate < 0 || math.IsNaN(p.MinRate) || math.IsInf(p.MinRate, 0):
-		return fmt.Errorf("retry: Pacer.MinRate %v is not a finite positive rate", p.MinRate)
+		return fmt.Errorf("pace: Pacer.MinRate %v is not a finite positive rate", p.MinRate)
 	case p.Adapt > AdaptAIMD:
-		return fmt.Errorf("retry: Pacer.Adapt %d is not a known algorithm", p.Adapt)
+		return fmt.Errorf("pace: Pacer.Adapt %d is not a known algorithm", p.Adapt)
 	}
 	return nil
 }

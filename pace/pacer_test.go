@@ -100,7 +100,7 @@ func TestPacerValidate(t *testing.T) {
 	for _, p := range []*Pacer{{MinRate: -1}, {MinRate: math.NaN()}, {MinRate: math.Inf(1)}, {Adapt: 9}} {
 		err := p.Validate()
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "retry: Pacer.")
+		assert.Contains(t, err.Error(), "pace: Pacer.")
 	}
 	assert.NoError(t, (&Pacer{}).Validate())
 }
