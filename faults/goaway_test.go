@@ -6,9 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"go/version"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -390,6 +392,12 @@ func TestHTTP2GoAway(t *testing.T) {
 	}
 }
 
+// h2ReplaysAfterProtocolError reports whether this Go's HTTP/2 client
+// replays a request after a PROTOCOL_ERROR reset by itself, the hazard
+// below: Go 1.27's no longer does, and there net/http alone executes the
+// POST once too.
+var h2ReplaysAfterProtocolError = version.Compare(runtime.Version(), "go1.27") < 0
+
 // TestH2ProtocolErrorDoesNotReplayUnsafeRequest: a server executes a POST
 // (no Idempotency-Key) and then resets its stream with PROTOCOL_ERROR.
 // net/http's HTTP/2 transport replays any request after such a reset when
@@ -452,7 +460,7 @@ func TestH2ProtocolErrorDoesNotReplayUnsafeRequest(t *testing.T) {
 					s.close()
 					n := s.executions(id)
 					switch {
-					case !withRetry && (post.body == 0 || !post.opaque):
+					case !withRetry && (post.body == 0 || !post.opaque) && h2ReplaysAfterProtocolError:
 						// net/http alone: the hazard the Transport removes,
 						// shown so that the server is known to provoke it.
 						if n < 2 {

@@ -3,6 +3,7 @@ package redispace
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -74,20 +75,31 @@ func bound(ctx context.Context, timeout time.Duration, f func(context.Context) (
 		}
 		done <- result{v, err}
 	}()
+	var r result
 	select {
-	case r := <-done:
-		return r.v, r.err
+	case r = <-done:
 	case <-ctx.Done():
 		mu.Lock()
 		defer mu.Unlock()
 		select {
-		case r := <-done: // both were ready
-			return r.v, r.err
+		case r = <-done: // both were ready
 		default:
+			abandoned = true
+			return nil, errTimeout
 		}
-		abandoned = true
+	}
+	if r.err != nil && (ctx.Err() == context.DeadlineExceeded || timedOut(r.err)) {
+		// The client gave up on the deadline, or on a read timeout of
+		// its own: Redis is slow, not failing.
 		return nil, errTimeout
 	}
+	return r.v, r.err
+}
+
+// timedOut reports whether err says a call ran out of time.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // turnToFallback reports err and paces req with Fallback.

@@ -1,7 +1,6 @@
 package redispace
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,55 +8,34 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 )
 
-// redisServer finds redis-server, installing Debian's package with
-// apt-get once per test binary where it is missing (unless
-// REDISPACE_NO_INSTALL is set), and says why when it cannot.
-var redisServer = sync.OnceValues(func() (string, error) {
-	if bin, err := exec.LookPath("redis-server"); err == nil {
-		return bin, nil
-	}
-	if os.Getenv("REDISPACE_NO_INSTALL") != "" {
-		return "", errors.New("redis-server is not installed, and REDISPACE_NO_INSTALL forbids installing it")
-	}
-	apt := func(args ...string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("apt-get %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-		}
-		return nil
-	}
-	if err := apt("install", "-y", "redis-server"); err != nil {
-		if err2 := apt("update"); err2 != nil {
-			return "", fmt.Errorf("redis-server is not installed and could not be: %w", err2)
-		}
-		if err := apt("install", "-y", "redis-server"); err != nil {
-			return "", fmt.Errorf("redis-server is not installed and could not be: %w", err)
-		}
-	}
-	return exec.LookPath("redis-server")
-})
+// serverEnv names the redis-server binary the tests run against. Unset,
+// they run against an embedded Redis (miniredis, which runs the Lua
+// scripts), so that the package's tests need nothing installed; CI sets
+// it, so that they run against the real server too.
+const serverEnv = "REDISPACE_REDIS_SERVER"
 
-// startRedis starts a redis-server of the test's own on a loopback port,
-// without persistence, stopped when the test ends, and returns a client
-// for it. Where redis-server is missing it is installed (Debian's
-// package); the test is skipped, saying why, only where that fails.
+// startRedis starts a Redis of the test's own, stopped when the test
+// ends, and returns a client for it and a function that stops it early:
+// the real redis-server that serverEnv names, on a loopback port and
+// without persistence, or else an embedded one. No test here relies on
+// a key's expiry, which the embedded server's clock does not drive.
 func startRedis(t testing.TB) (*redis.Client, func()) {
 	t.Helper()
-	bin, err := redisServer()
-	if err != nil {
-		t.Skipf("the tests need a real redis-server: %v", err)
+	bin := os.Getenv(serverEnv)
+	if bin == "" {
+		mr := miniredis.NewMiniRedis()
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(mr.Close)
+		return client(t, mr.Addr()), mr.Close
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,21 +45,60 @@ func startRedis(t testing.TB) (*redis.Client, func()) {
 	ln.Close()
 	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s=%s: %v", serverEnv, bin, err)
 	}
 	stop := func() {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}
 	t.Cleanup(stop)
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := client(t, fmt.Sprintf("127.0.0.1:%d", port))
 	deadline := time.Now().Add(10 * time.Second)
 	for rdb.Ping(context.Background()).Err() != nil {
 		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not answer PING within 10s")
+			t.Fatalf("%s did not answer PING within 10s", bin)
 		}
 		time.Sleep(10 * time.Millisecond) // waiting for another process to start
 	}
 	return rdb, stop
+}
+
+// needRealRedis skips a test that needs what only the real server does
+// (CLIENT PAUSE, say), unless serverEnv names one.
+func needRealRedis(t testing.TB, what string) {
+	t.Helper()
+	if os.Getenv(serverEnv) == "" {
+		t.Skipf("needs a real redis-server (%s), for %s; set %s", serverEnv, what, serverEnv)
+	}
+}
+
+// client returns a client for the Redis at addr, closed when the test
+// ends.
+func client(t testing.TB, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// A call that runs out of time is a slow Redis (errTimeout), whichever
+// of the deadline and the client's answer bound hears first: a client
+// that heeds the deadline answers with the context's error, or with a
+// read timeout of its own. Read as a failed call, it turned the Pacer to
+// Fallback at once, for RetryAfter, and failed the tests' reads of the
+// state under load.
+func TestBoundTimeout(t *testing.T) {
+	for _, answer := range []error{context.DeadlineExceeded, &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}} {
+		_, err := bound(context.Background(), time.Minute, func(context.Context) (any, error) {
+			return nil, answer
+		}, nil)
+		if err != errTimeout {
+			t.Errorf("bound, the client answering %v: %v; want errTimeout", answer, err)
+		}
+	}
+	_, err := bound(context.Background(), time.Minute, func(context.Context) (any, error) {
+		return nil, errors.New("NOSCRIPT")
+	}, nil)
+	if err == errTimeout {
+		t.Error("bound, a failed call: errTimeout; want the call's error")
+	}
 }

@@ -322,6 +322,7 @@ func TestTwoTransportsShareOneRate(t *testing.T) {
 // the fleet. Redis is made slow with CLIENT PAUSE, which holds scripts
 // that write.
 func TestSlowCallGivesItsSlotBack(t *testing.T) {
+	needRealRedis(t, "CLIENT PAUSE")
 	rdb, _ := startRedis(t)
 	ctx := context.Background()
 	var fallbacks atomic.Int32
