@@ -89,10 +89,16 @@ func (r *roundTrip) trip(circuit Turn, o Outcome, c Class) {
 }
 
 // report tells the turns of an attempt, the Pacer's and the Breaker's
-// (either nil), of its outcome o, of class c.
-func (r *roundTrip) report(turn, circuit Turn, o Outcome, c Class) {
-	if turn != nil {
-		turn.Done(r.feedback(o, c))
+// (either nil), of its outcome o, of class c, and reports whether o
+// refused the attempt for the rate (RateLimited).
+func (r *roundTrip) report(turn, circuit Turn, o Outcome, c Class) (limited bool) {
+	if turn != nil || c == Throttled {
+		f := r.feedback(o, c)
+		limited = RateLimited(f)
+		if turn != nil {
+			turn.Done(f)
+		}
 	}
 	r.trip(circuit, o, c)
+	return limited
 }

@@ -91,10 +91,13 @@
 // A retry budget ([TokenBucket], one per Transport unless you share one
 // with [WithBudget]) stops the retries when they fail everywhere, so that
 // clients stop multiplying the load on a server that is down. A [Pacer]
-// ([WithPacer]) spaces the attempts; package
-// [github.com/backoff-jitter/retry/pace] provides one that learns each
-// host's rate from its throttling, for clients that keep a rate-limited
-// API busy all the time. A [Breaker] ([WithBreaker]) fails calls to a
+// spaces the attempts: every Transport has one of its own, which paces
+// nothing for a host until it refuses requests for their rate
+// ([RateLimited]), then learns the host's rate from the refusals, so that
+// a rate-limited API is finished instead of failed (a retry paced so
+// costs the budget nothing). Package
+// [github.com/backoff-jitter/retry/pace] configures it ([WithPacer]);
+// [NoPacer] turns it off. A [Breaker] ([WithBreaker]) fails calls to a
 // failing host at once; package [github.com/backoff-jitter/retry/breaker]
 // provides one circuit per host.
 //

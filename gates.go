@@ -68,10 +68,21 @@ func (r *roundTrip) gates(ctx context.Context) (g gated, stop StopReason, err er
 }
 
 // charge asks the Budget for the retry about to be sent, of an outcome of
-// class r.retried.
+// class r.retried. A retry of a refusal for the rate (RateLimited) that
+// waited for its Pacer turn at a learned rate is paid for by that wait,
+// not by the Budget: a rate limit is finished, not failed. A 503 with no
+// server wait is no such refusal, and is charged as any other.
 func (r *roundTrip) charge() bool {
+	r.free = false
 	b := r.s.budget
-	return b == nil || b.AllowRetry(r.retried)
+	if b == nil {
+		return true
+	}
+	if p, ok := r.turn.(interface{ Paced() bool }); ok && r.limited && p.Paced() {
+		r.free = true
+		return true
+	}
+	return b.AllowRetry(r.retried)
 }
 
 // budgetRefuses reports whether the Budget would refuse a retry of an

@@ -209,3 +209,61 @@ func TestServerWaitJitterWithinTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// pacedPacer is a Pacer whose turns say they were paced at a learned
+// rate, from its second turn on.
+type pacedPacer struct{ recordingPacer }
+
+type pacedTurn struct {
+	recordingTurn
+	paced bool
+}
+
+func (t pacedTurn) Paced() bool { return t.paced }
+
+func (p *pacedPacer) Wait(ctx context.Context, req *http.Request) (Turn, error) {
+	p.recordingPacer.Wait(ctx, req)
+	return pacedTurn{recordingTurn{&p.recordingPacer}, p.waits > 1}, nil
+}
+
+// A retry of a refusal for the rate that waited for a paced turn is paid
+// for by that wait, not by the budget; a 503 with no server wait is no
+// such refusal (RateLimited), and its retry is charged.
+func TestPacedRetryIsFree(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		first  func(http.ResponseWriter, *http.Request)
+		tokens int
+	}{
+		{"429", status(429), 500},
+		{"503 with Retry-After", status(503, "Retry-After", "1"), 500},
+		{"bare 503", status(503), 496}, // two retries at 5; the answer gives back the last's, and 1
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScript(t, tc.first, tc.first, status(200))
+			budget := &TokenBucket{}
+			tr, _ := testTransport(sc.base, WithBudget(budget), WithPacer(&pacedPacer{}))
+			resp, _, err := do(t, tr, mustRequest(t, "GET", sc.srv.URL, nil))
+			require.NoError(t, err)
+			assert.Equal(t, 200, resp.StatusCode)
+			// Every retry's turn was paced (the first attempt's was not).
+			assert.Equal(t, tc.tokens, budget.Tokens())
+		})
+	}
+}
+
+// NoPacer turns the Transport's own Pacer off, for the Transport or for
+// one request; a nil Pacer is the Transport's own.
+func TestNoPacer(t *testing.T) {
+	tr := New(nil)
+	s, err := tr.settings()
+	require.NoError(t, err)
+	_, own := s.pacer.(*ownPacer)
+	assert.True(t, own, "a nil Pacer is the Transport's own")
+	s, err = New(nil, WithPacer(NoPacer)).settings()
+	require.NoError(t, err)
+	assert.Nil(t, s.pacer)
+	one, err := tr.resolved.withOptions([]Option{WithPacer(NoPacer)})
+	require.NoError(t, err)
+	assert.Nil(t, one.pacer, "NoPacer among a request's options")
+}

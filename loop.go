@@ -33,6 +33,10 @@ type roundTrip struct {
 	kept    *http.Response
 	lastErr error
 	retried Class // the outcome the current attempt retries; Undecided for the first
+	// limited is whether the last outcome refused its attempt for the
+	// rate (RateLimited), and free whether the current attempt, its
+	// retry, was paid for by its Pacer turn rather than the Budget.
+	limited, free bool
 	// last is the outcome of the attempt before the current one, its
 	// response drained and closed, for the BeforeAttempt hook; nil before
 	// the first.
@@ -96,12 +100,12 @@ func (r *roundTrip) run() (*http.Response, error) {
 		} else {
 			o, class = r.send(ctx, g.req, a, r.sent+1)
 		}
-		r.report(r.turn, r.circuit, o, class)
+		r.limited = r.report(r.turn, r.circuit, o, class)
 		r.turn, r.circuit = nil, nil
 		r.end = class
 		if class == Success {
 			if b := r.s.budget; b != nil {
-				b.Success(r.retried)
+				b.Success(r.paidFor())
 			}
 			return a.keepAlive(o.Response), nil
 		}
@@ -117,7 +121,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 				// An answer not worth retrying still shows a server able
 				// to answer: the retry that reached it cost nothing, as
 				// gRPC's retry throttling counts such an answer a success.
-				b.Success(r.retried)
+				b.Success(r.paidFor())
 			}
 			r.giveUp(o.Attempt, class, o.Response, nil, stop)
 			return r.ended(a.keepAlive(o.Response), r.sent, stop), nil
@@ -132,6 +136,16 @@ func (r *roundTrip) run() (*http.Response, error) {
 		}
 		a.release()
 	}
+}
+
+// paidFor returns the class of the outcome whose retry the Budget paid
+// for, given back on an answer: Undecided for a first attempt, or a retry
+// its Pacer turn paid for.
+func (r *roundTrip) paidFor() Class {
+	if r.free {
+		return Undecided
+	}
+	return r.retried
 }
 
 // send sends the attempt areq through the base transport and returns its
@@ -258,7 +272,7 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		// server's own wait fits, and the spread is cut to it.
 		delay = dl.Sub(now)
 	}
-	if r.budgetRefuses(class) && !(class == Throttled && r.s.pacer != nil) {
+	if r.budgetRefuses(class) && !(r.limited && r.s.pacer != nil) {
 		// Refused now, the retry would be refused after its wait too
 		// (a throttled one may yet be paid for by its Pacer turn).
 		r.retryAt = now.Add(delay)

@@ -65,7 +65,8 @@ type Feedback struct {
 	// Hinted whether it asked: the [ServerWait] of a throttled response
 	// (read with the Transport's RateLimitReset), or, for a response that
 	// still succeeded, the reset of a quota it says is spent (an IETF
-	// RateLimit field with r=0, or RateLimit-Remaining: 0).
+	// RateLimit field with r=0, or RateLimit-Remaining: 0); at most the
+	// Transport's MaxRetryAfter, the longest server wait it honours.
 	Wait   time.Duration
 	Hinted bool
 }
@@ -82,6 +83,7 @@ func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
 	case Success:
 		f.Wait, f.Hinted = quotaExhausted(o.Response.Header, r.s.now())
 	}
+	f.Wait = min(f.Wait, r.s.maxRetryAfter) // no Transport's wait is longer
 	return f
 }
 

@@ -107,6 +107,7 @@ func (t *Transport) resolve() (settings, error) {
 	if t.Clock != nil {
 		s.now, s.sleep = t.Clock.Now, t.Clock.Sleep
 	}
+
 	if t.Random != nil {
 		s.rand = t.Random
 	}
@@ -118,6 +119,12 @@ func (t *Transport) resolve() (settings, error) {
 	}
 	if s.rand == nil {
 		s.rand = rand.Float64
+	}
+	switch t.Pacer.(type) {
+	case nil:
+		s.pacer = newOwnPacer(&s)
+	case noPacer:
+		s.pacer = nil // no pacing: the loop skips it
 	}
 	return s, t.check()
 }
@@ -171,7 +178,13 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	default:
 		c.budget = o.Budget
 	}
-	c.pacer = cmp.Or(o.Pacer, s.pacer)
+	switch o.Pacer.(type) {
+	case nil:
+	case noPacer:
+		c.pacer = nil
+	default:
+		c.pacer = o.Pacer
+	}
 	c.breaker = cmp.Or(o.Breaker, s.breaker)
 	c.onRetry = bothEvents(s.onRetry, o.OnRetry)
 	c.onGiveUp = bothEvents(s.onGiveUp, o.OnGiveUp)

@@ -114,10 +114,14 @@ type Transport struct {
 	// Transports to share it.
 	Budget Budget
 
-	// Pacer, if not nil, spaces the attempts: every attempt, the first
-	// included, waits for its turn. Package
-	// [github.com/backoff-jitter/retry/pace] provides one that learns each
-	// host's rate from its throttling.
+	// Pacer spaces the attempts: every attempt, the first included, waits
+	// for its turn. Nil means a Pacer of the Transport's own, made on first
+	// use: package [github.com/backoff-jitter/retry/pace]'s with its
+	// defaults, which paces nothing for a host until the host refuses
+	// requests for their rate (and then learns the host's rate from its
+	// refusals), at the cost of a few atomic operations and no allocation
+	// per attempt. [NoPacer] turns pacing off. A pace.Pacer of your own
+	// configures it, and may be shared by several Transports.
 	Pacer Pacer
 
 	// Breaker, if not nil, is asked before every attempt, the first

@@ -45,6 +45,37 @@ type trackedBody struct {
 
 func (b *trackedBody) Close() error { b.closed.Add(1); return nil }
 
+// tracked is a response a fuzz base answered with, and its own body: a
+// response the Transport discards and keeps in memory while the retry
+// waits (see gates) has its Body replaced by the copy.
+type tracked struct {
+	resp *http.Response
+	body *trackedBody
+}
+
+// checkClosed checks that the body of every response but returned was
+// closed once; returned's not at all, or, if it was kept in memory, its
+// original once.
+func checkClosed(t *testing.T, all []tracked, returned *http.Response) {
+	t.Helper()
+	for i, r := range all {
+		closed := r.body.closed.Load()
+		body := r.resp.Body
+		if c, ok := body.(*cancelOnClose); ok {
+			body = c.ReadCloser // the attempt's context, kept until Close
+		}
+		kept := body != io.ReadCloser(r.body)
+		switch {
+		case r.resp == returned && kept && closed != 1:
+			t.Errorf("the returned response, kept in memory, closed its original body %d times; want 1", closed)
+		case r.resp == returned && !kept && closed != 0:
+			t.Errorf("the returned response's body was closed")
+		case r.resp != returned && closed != 1:
+			t.Errorf("discarded response %d closed %d times; want 1", i+1, closed)
+		}
+	}
+}
+
 // fuzzBase is an in-memory http.RoundTripper that plays a script of
 // statuses, Retry-After values and errors, reads as much of each attempt's
 // body as its step says, reports the write progress through httptrace as
@@ -59,7 +90,7 @@ type fuzzBase struct {
 	cancelAt int
 
 	calls      int
-	responses  []*http.Response
+	responses  []tracked
 	retryAfter []string // each attempt's Retry-After; "" for none or an error
 	unsafeEnd  bool     // the last step was transient for an unsafe request
 }
@@ -150,11 +181,9 @@ func (b *fuzzBase) respond(r *http.Request, code int, retryAfter string) *http.R
 		h.Set("Retry-After", retryAfter)
 	}
 	b.retryAfter[b.calls-1] = retryAfter
-	resp := &http.Response{
-		StatusCode: code, Header: h, Request: r,
-		Body: &trackedBody{Reader: bytes.NewReader(fmt.Appendf(nil, "attempt %d", b.calls))},
-	}
-	b.responses = append(b.responses, resp)
+	body := &trackedBody{Reader: bytes.NewReader(fmt.Appendf(nil, "attempt %d", b.calls))}
+	resp := &http.Response{StatusCode: code, Header: h, Request: r, Body: body}
+	b.responses = append(b.responses, tracked{resp, body})
 	return resp
 }
 
@@ -290,31 +319,15 @@ func FuzzTransport(f *testing.F) {
 			if re.Attempts != base.calls {
 				t.Errorf("*Error.Attempts = %d; the base saw %d", re.Attempts, base.calls)
 			}
-			for i, r := range base.responses {
-				if r.Body.(*trackedBody).closed.Load() == 0 {
-					t.Errorf("response %d not closed, and RoundTrip returned an error", i+1)
-				}
-			}
+			checkClosed(t, base.responses, nil)
 		default:
-			last := base.responses[len(base.responses)-1]
-			if resp != last {
+			if last := base.responses[len(base.responses)-1].resp; resp != last {
 				t.Errorf("RoundTrip returned a response that is not the last attempt's")
 			}
 			if resp.Body == nil {
 				t.Errorf("response without a body")
 			}
-			for i, r := range base.responses {
-				body := r.Body
-				if c, ok := body.(*cancelOnClose); ok {
-					body = c.ReadCloser // the attempt's context, kept until Close
-				}
-				closed := body.(*trackedBody).closed.Load()
-				if r == last && closed != 0 {
-					t.Errorf("the returned response's body was closed")
-				} else if r != last && closed != 1 {
-					t.Errorf("discarded response %d closed %d times; want 1", i+1, closed)
-				}
-			}
+			checkClosed(t, base.responses, resp)
 			resp.Body.Close()
 		}
 		if caller != nil {

@@ -392,11 +392,12 @@ func TestRateRefusal(t *testing.T) {
 }
 
 // Through a Transport over a real server: a POST answered three times
-// PriorRequestNotComplete, then accepted. The Pacer with RateRefusal
-// never engages; without it, the conflicts engage it. The server counts
-// four executions and the caller gets the final answer's body.
+// PriorRequestNotComplete, then accepted, after an earlier call the
+// server accepted. The Pacer with RateRefusal never engages; without it,
+// the conflicts engage it. The server counts the executions and the
+// caller gets the final answer's body.
 func TestRateRefusalThroughTransport(t *testing.T) {
-	const conflicts = 3 // in a row, they engage a new key (pace.Pacer)
+	const conflicts = 4 // in a row after a success, they engage a new key (pace.Pacer)
 	for _, withRefusal := range []bool{true, false} {
 		t.Run(fmt.Sprint("Refusal=", withRefusal), func(t *testing.T) {
 			var n atomic.Int32
@@ -407,7 +408,7 @@ func TestRateRefusalThroughTransport(t *testing.T) {
 					return
 				}
 				w.Header().Set("Content-Type", "text/xml")
-				if n.Add(1) <= conflicts {
+				if i := n.Add(1); i > 1 && i <= conflicts+1 {
 					w.WriteHeader(http.StatusBadRequest)
 					io.WriteString(w, route53Prior)
 					return
@@ -415,7 +416,7 @@ func TestRateRefusalThroughTransport(t *testing.T) {
 				io.WriteString(w, "<ChangeResourceRecordSetsResponse/>")
 			}))
 			defer srv.Close()
-			pacer := &pace.Pacer{InitialWindow: -1}
+			pacer := &pace.Pacer{}
 			if withRefusal {
 				pacer.Refusal = RateRefusal
 			}
@@ -424,18 +425,24 @@ func TestRateRefusalThroughTransport(t *testing.T) {
 				retry.WithBackoff(retry.Constant{Base: time.Millisecond}), retry.WithMaxAttempts(conflicts+1))
 			client := &http.Client{Transport: rt}
 			defer client.CloseIdleConnections()
-			req, err := http.NewRequest(http.MethodPost, srv.URL+"/2013-04-01/hostedzone/Z1/rrset", strings.NewReader("<change/>"))
-			require.NoError(t, err)
-			resp, err := client.Do(req)
-			require.NoError(t, err)
+			var resp *http.Response
+			for range 2 {
+				req, err := http.NewRequest(http.MethodPost, srv.URL+"/2013-04-01/hostedzone/Z1/rrset", strings.NewReader("<change/>"))
+				require.NoError(t, err)
+				resp, err = client.Do(req)
+				require.NoError(t, err)
+				if n.Load() == 1 {
+					resp.Body.Close()
+				}
+			}
 			all, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			require.NoError(t, err)
 			assert.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, "<ChangeResourceRecordSetsResponse/>", string(all))
-			assert.Equal(t, int32(conflicts+1), n.Load(), "executions")
+			assert.Equal(t, int32(conflicts+2), n.Load(), "executions")
 			_, engaged := pacer.Rate(strings.TrimPrefix(srv.URL, "http://"))
-			assert.Equal(t, !withRefusal, engaged, "engaged by three PriorRequestNotComplete")
+			assert.Equal(t, !withRefusal, engaged, "engaged by PriorRequestNotComplete")
 		})
 	}
 }

@@ -11,16 +11,16 @@ import (
 	"github.com/backoff-jitter/retry/pace"
 )
 
-// A Pacer learns a host's rate from its throttling: here the server
-// refuses the first three requests with 429. Three refusals in a row
-// among a host's first answers engage the Pacer for the host (seven
-// after successes), and the retry (and every later attempt to the host)
-// waits for its turn. Refusals now and then engage nothing: retried with
-// backoff, they cost less than pacing would.
+// A Pacer learns a host's rate from its refusals: here the server
+// accepts one request, then refuses the next four with 429. Refusals
+// that far outnumber what the server accepts engage the Pacer for the
+// host, and the retry (and every later attempt to the host) waits for
+// its turn. Refusals now and then engage nothing: retried with backoff,
+// they cost less than pacing would.
 func ExamplePacer() {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) <= 3 { // refused at first: over the limit
+		if i := n.Add(1); i > 1 && i <= 5 { // over the limit
 			w.WriteHeader(http.StatusTooManyRequests)
 			return
 		}
@@ -36,14 +36,21 @@ func ExamplePacer() {
 	client := &http.Client{Transport: retry.New(nil,
 		retry.WithPacer(pacer),
 		retry.WithBackoff(retry.Exponential{Base: time.Millisecond, Cap: 10 * time.Millisecond, Jitter: retry.FullJitter}),
+		retry.WithMaxAttempts(6),
 	)}
-	resp, err := client.Get(srv.URL)
-	if err != nil {
-		fmt.Println(err)
-		return
+	for range 2 {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Println(resp.StatusCode, "after", n.Load(), "attempts")
 	}
-	resp.Body.Close()
 	_, engaged := pacer.Rate(srv.Listener.Addr().String())
-	fmt.Println(resp.StatusCode, "after", n.Load(), "attempts; pacing the host:", engaged)
-	// Output: 200 after 4 attempts; pacing the host: true
+	fmt.Println("pacing the host:", engaged)
+	// Output:
+	// 200 after 1 attempts
+	// 200 after 6 attempts
+	// pacing the host: true
 }

@@ -1,54 +1,47 @@
 package pace
 
 import (
-	"net/http"
+	"context"
+	"flag"
 	"testing"
 	"time"
 
-	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/internal/pacecore"
 	"github.com/backoff-jitter/retry/internal/pacesim"
+	"github.com/backoff-jitter/retry/internal/pacesim/storesim"
 )
 
-// TestGoldenTraces replays every golden scenario of package pacesim
-// through a Pacer's entry, as Wait and Turn.Done drive it, on the fake
-// clock: the counts made without the lock, the lock-free idle path and
-// the mirrors of the state must decide as the core stepped for every
-// event does (internal/pacecore's TestGoldenTraces).
-func TestGoldenTraces(t *testing.T) {
-	pacesim.Check(t, func(s pacesim.Setup) pacesim.Key {
-		p := &Pacer{InitialWindow: s.InitialWindow}
-		if s.AIMD {
-			p.Adapt = AdaptAIMD
-		}
-		return simKey{p.state(hostRequest(t, "api.example"))}
-	}, nil, false, "")
-}
+var (
+	update = flag.Bool("update", false, "rewrite internal/pacesim/golden.txt from the traces")
+	trace  = flag.String("trace", "", "write the whole trace of the scenario of this name to testdata/traces/")
+)
 
-// simKey drives an entry for the simulations.
-type simKey struct{ e *entry }
-
-func (k simKey) Reserve(at time.Time) (time.Duration, pacesim.Turn) {
-	d, res := k.e.reserveAt(at)
-	if res == nil {
-		return d, nil
+// memKey returns a simulated key of a memory store on the simulator's
+// clock: package redispace replays the same scenarios through Redis.
+func memKey(setup pacesim.Setup) pacesim.Key {
+	var now time.Time
+	s := pacecore.Settings{InitialWindow: setup.InitialWindow}
+	if setup.AIMD {
+		s.Adapt = pacecore.AIMD
 	}
-	return d, res
+	store := &pacecore.MemStore{
+		Config: s.Config(),
+		Now:    func() time.Time { return now },
+		Sleep:  func(context.Context, time.Duration) error { return nil }, // the simulator moves the clock
+	}
+	return &storesim.Key{Store: store, Name: "api.example", Set: func(t time.Time) { now = t },
+		Read: func() pacesim.State {
+			var st pacesim.State
+			store.Peek("api.example", func(s *pacecore.State, now time.Time) {
+				st = pacesim.State{Rate: s.Rate(now), Engaged: s.Engaged(), Mode: uint8(s.Mode()), Gen: s.Gen()}
+			})
+			return st
+		}}
 }
 
-func (k simKey) Send() { k.e.sent.Add(1) }
-
-func (k simKey) Answer(class retry.Class, gen uint64, at time.Time) {
-	k.e.answer(retry.Feedback{Class: class, Response: &http.Response{}}, false, gen, at)
+// TestGoldenTraces pins what the Pacer decides in every golden scenario,
+// step by step; a change of behaviour is recorded with -update once it
+// passes its gates.
+func TestGoldenTraces(t *testing.T) {
+	pacesim.Check(t, memKey, nil, *update, *trace)
 }
-
-func (k simKey) State() pacesim.State {
-	k.e.mu.Lock()
-	defer k.e.mu.Unlock()
-	st := &k.e.st
-	return pacesim.State{Rate: st.Rate(), Engaged: st.Engaged(), Gen: st.Gen(),
-		Paused: st.Paused(), Held: st.Mode() == pacecore.ModeHeld}
-}
-
-func (r *reservation) Gen() uint64 { return r.gen }
-func (r *reservation) Stale() bool { return r.stale() }

@@ -1,113 +1,107 @@
 // Package pace spaces the attempts of a [retry.Transport] at a rate it
-// learns from each host's throttling, so that fewer are refused in the
-// first place: the adaptive [Pacer], CUBIC or AIMD, with TCP's slow start
-// for new hosts and an outage told apart from a rate limit by its
-// silence. It plugs into the Transport through [retry.Pacer]:
+// learns from each host's refusals, so that fewer are refused in the
+// first place. A Transport paces with a Pacer of its own by default; a
+// Pacer of this package's, configured, replaces it, and may be shared by
+// several Transports:
 //
-//	rt := retry.New(nil, retry.WithPacer(&pace.Pacer{}))
+//	rt := retry.New(nil, retry.WithPacer(&pace.Pacer{Refusal: awsretry.RateRefusal}))
+//
+// # The rules, per key (the host unless Key says otherwise)
+//
+// Idle. A key that has not been refused paces nothing: its attempts go
+// at once, at the cost of a few atomic operations and no allocation. Its
+// answers are weighed: Page's CUSUM of the refusals, between a share a
+// limit causes (half or more) and one cheaper to retry than to pace (a
+// quarter or less), engages the key at a log-likelihood ratio of 100 to 1
+// (seven refusals in a row; three among a new key's first answers), and
+// only while the server accepts something: an outage teaches no rate.
+//
+// Engaging. The rate is cut from the rate the client was sending at: to
+// under the rate the server accepted lately, or by the curve's own cut
+// when that is lower. Attempts then take turns, one interval (1/rate)
+// apart, first come, first served, each after its own backoff. A wait
+// that would end past the request's deadline is not begun.
+//
+// The probe. Unless far more were refused than random shedding could
+// refuse, the rate the key engaged at is a probe: Wald's sequential test
+// of the share refused there. A limit refuses fewer at a lower rate;
+// random shedding (a load balancer dropping a share whatever the load)
+// refuses as many. Found shedding, the key goes back to idle, and that
+// share is its floor: only refusals well above it are evidence again.
+//
+// Cuts and growth. While paced, a refusal of an attempt paced at the rate
+// in force (and more of them than the floor explains) cuts the rate under
+// the rate accepted; successes grow it back along CUBIC's curve
+// ([AdaptCubic], the AWS SDKs' adaptive mode) or linearly ([AdaptAIMD]),
+// to just under the capacity measured, where it holds before probing
+// higher. Cuts that find the same capacity again hold it longer each
+// time (2 s, 4 s, 8 s): a steady limit is met, not circled. A chain of
+// cuts that halves the rate while the share refused does not fall is
+// shedding, not a limit, and the key goes back to idle.
+//
+// Outages. Refusals with nothing accepted for a second (and for four
+// spacings at the rate the client went at) are an outage's: the key goes
+// back to idle, unpaced, and the retry budget and a circuit breaker see
+// to the outage. A 503 that asks for no wait teaches a Pacer nothing at
+// all ([retry.RateLimited]).
+//
+// Server hints. Retry-After on a refusal, or a RateLimit field that says
+// the quota is spent, pause the key until the time they name; the waiting
+// attempts then leave one interval apart.
+//
+// Slow start, off unless InitialWindow is set (the presets of APIs known
+// to limit set it): a new key has at most that many attempts unanswered
+// at once, and each success opens one more slot, until an answer comes
+// that no attempt waits for, or a second has passed.
+//
+// Memory. A key not in use is forgotten after 10 minutes, and beyond
+// MaxKeys the longest unused go first, engaged keys last.
+//
+// docs/pacing.md is the user's guide; docs/pacing-design.md says why each
+// rule is as it is.
 package pace
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/backoff-jitter/retry"
-	"github.com/backoff-jitter/retry/internal/clock"
 	"github.com/backoff-jitter/retry/internal/pacecore"
+	"github.com/backoff-jitter/retry/internal/pacefb"
 )
 
-// Adapt is how a [Pacer] adjusts its rate after throttling.
+// Adapt is how a [Pacer] adjusts its rate after refusals.
 type Adapt uint8
 
 const (
-	// AdaptCubic, the zero value, cuts the rate to 0.7 times the measured
-	// sending rate on a throttle and grows it back along a cubic curve that
-	// returns to the old rate, then probes above it: the algorithm of the
-	// AWS SDK's "adaptive" retry mode (itself TCP CUBIC, RFC 9438).
+	// AdaptCubic, the zero value, grows the rate back after a cut along
+	// a cubic curve that returns to the capacity measured, then probes
+	// above it: the algorithm of the AWS SDK's "adaptive" retry mode
+	// (TCP CUBIC, RFC 9438). With no capacity measured, it cuts to 0.7
+	// of the rate.
 	AdaptCubic Adapt = iota
-	// AdaptAIMD halves the rate on a throttle and adds a fixed amount per
-	// second without one (additive increase, multiplicative decrease).
+	// AdaptAIMD grows the rate by one request per second per second
+	// (additive increase); with no capacity measured, it halves it.
 	AdaptAIMD
 )
 
-// Pacer spaces the attempts sent to each key (the host, unless Key says
-// otherwise) at a rate it learns from the key's throttling, so that fewer
-// requests are refused in the first place. It is opt-in
-// ([retry.WithPacer]) and may be shared by several Transports. Its rules,
-// for each key:
-//
-//   - Slow start. A new key has at most InitialWindow (10) attempts
-//     unanswered at once; every answer opens one slot more, and the first
-//     answer no attempt waits for ends slow start, as does its first
-//     second.
-//   - Idle until clearly throttled. A cumulative sum (CUSUM) of the
-//     answers, ln 2 for each throttle and -ln 1.5 for each success, never
-//     below zero, engages the key when it reaches ln 100: seven refusals
-//     in a row, three among a new key's first answers, a share of a half
-//     over twenty answers or so; refusals at random up to a tenth almost
-//     never. Not while fewer than a quarter of the current half-second's
-//     attempts are answered and 0.4 of those or fewer refused. A throttle
-//     with a server hint engages the key at once, as does the first after
-//     a restart. Idle costs a few atomic operations and no allocation per
-//     attempt.
-//   - Turns. An engaged key hands out turns first come, first served, one
-//     interval (1/rate) apart, taken after any backoff. A cut, a pause or
-//     a large growth of the rate voids the turns handed out, and their
-//     attempts take new ones. A wait that would end past the request's
-//     deadline is not begun (see Wait).
-//   - Cuts. A throttle of an attempt paced at the rate in force cuts it
-//     to 0.7 times ([AdaptCubic]; 0.5 with [AdaptAIMD]); the first, from
-//     the rate the client was measured sending at. While refused, the rate
-//     the server still accepts is its capacity: a first cut goes at least
-//     to 0.9 times it, later cuts no further. A first throttle with 0.4 of
-//     the answers or fewer refused cuts to 0.9 times the share accepted,
-//     if that is less of a cut. Throttles of attempts sent before a cut
-//     cut nothing more: one cut answers one burst.
-//   - Growth. Successes grow the rate back along CUBIC's curve, or by one
-//     request per second per second (AIMD), never beyond 1.25 times the
-//     rate the client was measured sending at, never below MinRate.
-//   - A steady limit. Throttles at rates within 15 % of each other find
-//     one limit; the rate then holds at 0.95 times it, for 2 s, doubled
-//     for each throttle more that finds it, up to 8 s, before it probes
-//     above again.
-//   - Fixed windows. The success that ends a silence (twelve refusals in
-//     a row, three of them cuts) raises the rate to 0.9 times the
-//     successes since the last silence over the time since.
-//   - Server hints. A throttle's Retry-After (or another
-//     [retry.ServerWait] header), or a RateLimit field that says no quota
-//     remains, pauses the key until the time it names; the waiting
-//     attempts then leave one interval apart.
-//   - Outages. Two cuts or more, half a second without a success and ten
-//     times the usual spacing of successes make a silence an outage's:
-//     the rate holds there, probing, and the success that ends it
-//     restarts the key, in slow start, its rates forgotten. A key refused
-//     from its first attempt on holds its rate at a quarter of the first
-//     cut's, probing, until a success.
-//   - Shedding. Refusals that do not fall as the rate falls (a load
-//     balancer shedding a share at random) are no limit: a chain of cuts
-//     is tested in two stages, at lower rates; refused as often there,
-//     the key goes back to idle and remembers the share, and only
-//     refusals well above it engage the key again.
-//   - A quiet spell. An idle key that hears no answer for 2 s forgets the
-//     rates it measured.
-//   - Memory. Keys not in use are forgotten (see MaxKeys).
-//
-// Refusal sets aside throttles that are not about the rate. docs/pacing.md
-// is the user's guide; docs/pacing-design.md gives the measurements behind
-// each rule.
-//
-// The zero value is ready to use. Fields must not be changed after first
-// use. A Pacer is safe for concurrent use.
+// DefaultInitialWindow is the window of slow start that the presets of
+// APIs known to limit set: TCP's initial window (RFC 6928).
+const DefaultInitialWindow = pacecore.DefaultInitialWindow
+
+// Pacer spaces the attempts sent to each key at a rate it learns from the
+// key's refusals (see the package's doc for its rules). The zero value is
+// the Pacer a [retry.Transport] uses by default. Fields must not be
+// changed after first use. A Pacer is safe for concurrent use, and may be
+// shared by several Transports.
 type Pacer struct {
 	// Key maps a request to the limit it counts against. Nil means the
 	// request's host (URL.Host); an API limited per account (Route 53
 	// allows five requests a second per account) keys by the account.
-	// It is called from concurrent RoundTrips and must be safe for
-	// concurrent use.
+	// It must be safe for concurrent use.
 	Key func(*http.Request) string
 
 	// MinRate is the slowest the Pacer paces a key, in requests per
@@ -118,213 +112,101 @@ type Pacer struct {
 	Adapt Adapt
 
 	// Refusal, if not nil, reports whether a throttled outcome refused
-	// the attempt for the rate it was sent at. Nil means every throttled
-	// outcome did. Some refusals that a classifier rightly calls
-	// Throttled (refused before processing, safe to replay) are not about
-	// the rate: Route 53's PriorRequestNotComplete says a change to the
-	// zone is still pending, and comes at any rate. Learned as a rate
-	// limit, they would cut the rate and hold it below the real limit;
-	// outcomes that Refusal rejects teach the Pacer nothing.
-	// [github.com/backoff-jitter/retry/awsretry.RateRefusal] is one for
-	// AWS APIs. Refusal may read the response's header and peek at its
-	// body with [retry.PeekBody], not consume it. It is called from
-	// concurrent RoundTrips and must be safe for concurrent use.
+	// the attempt for the rate it was sent at; the others teach the
+	// Pacer nothing. Nil means [retry.RateLimited]. Route 53's
+	// PriorRequestNotComplete says a change to the zone is pending, and
+	// comes at any rate: [github.com/backoff-jitter/retry/awsretry.RateRefusal]
+	// sets such refusals aside for AWS APIs. Refusal may read the
+	// response's header and peek at its body with [retry.PeekBody]. It
+	// must be safe for concurrent use.
 	Refusal func(retry.Feedback) bool
 
-	// InitialWindow is how many attempts a key that is new to the Pacer
-	// may have unanswered at once, in slow start (see above). Zero means
-	// 10; a negative value turns slow start off, so that nothing waits
-	// before the key engages (see "Idle until clearly throttled" above).
+	// InitialWindow, if positive, turns slow start on for new keys: at
+	// most that many attempts unanswered at once (see the package's
+	// doc). Zero or less means none. [DefaultInitialWindow] is TCP's.
 	InitialWindow int
 
 	// MaxKeys is the most keys the Pacer remembers while they are not in
-	// use. Zero means 10,000. A key with no attempt in flight or waiting
-	// is forgotten once unused for 10 minutes, and, beyond MaxKeys keys,
-	// the longest unused go first, those that never engaged before those
-	// that did; a forgotten key that comes back starts afresh, in slow
-	// start. So a crawler, a webhook dispatcher or a Key per tenant holds
-	// a bounded table. Keys in use are never forgotten: while more than
-	// MaxKeys are, the table is looked through again once it has grown a
-	// quarter of MaxKeys past them, not for every new key.
+	// use. Zero means 10,000.
 	MaxKeys int
 
-	keys    keyTable
-	cfgOnce sync.Once
-	cfg     pacecore.Config
+	once     sync.Once
+	settings pacecore.Settings
+	store    pacecore.MemStore
 
-	// Seams for tests: the clock, the sleep, and time.AfterFunc for slow
-	// start's time limit. Nil means the real ones.
-	now       func() time.Time
-	sleep     func(ctx context.Context, d time.Duration) error
-	afterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Seams for tests: the clock and the sleep. Nil means the real ones.
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
-// Wait returns when the next attempt of req may be sent: while req's key
-// is in slow start, once it holds a slot of the window; once the key has
-// engaged, at its turn. A turn made void while the attempt waits for it
-// (the rate was cut, the key paused or restarted) is given up for a new
-// one. A wait that would end past ctx's deadline is not begun, and takes
-// no turn: Wait returns an error that wraps [context.DeadlineExceeded] at
-// once; except while the key holds its rate through an outage (refused
-// from its first attempt on, or through a silence as long as an
-// outage's), when the wait is a probe's, no forecast:
-// the attempt then waits, with no turn, for the hold to end (a success)
-// or for ctx. It implements [retry.Pacer].
-func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
-	s := p.acquire(req)
-	t, err := p.wait(ctx, s)
-	if err != nil {
-		s.finish(p.clock())
-	}
-	return t, err
-}
-
-// wait is Wait for the key's entry s.
-func (p *Pacer) wait(ctx context.Context, s *entry) (retry.Turn, error) {
-	for {
-		slot, err := s.admit(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if slot {
-			// In slow start: the key has not engaged, no turn to take.
-			s.sent.Add(1) // the sending rate counts attempts sent, not waiting
-			return &turn{s: s, slot: true}, nil
-		}
-		now := p.clock()
-		d, res, ok, held := s.reserve(ctx, now)
-		if !ok && held != nil {
-			// The rate is held through an outage: the wait it gives
-			// says nothing of when the server answers again. The
-			// attempt waits, with no turn, for the hold to end (a
-			// success restarts the key), or for its context.
-			select {
-			case <-held:
-				continue
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-		if !ok {
-			return nil, &retry.TurnTooLate{Wait: d}
-		}
-		if res == nil {
-			s.sent.Add(1)
-			return (*idleTurn)(s), nil // not engaged: no allocation
-		}
-		if d > 0 {
-			if err := p.waitTurn(ctx, d, res); err != nil {
-				res.cancel()
-				return nil, err
-			}
-			if res.stale() {
-				continue
-			}
-		}
-		s.sent.Add(1)
-		return &turn{s: s, gen: res.gen}, nil
-	}
-}
-
-// waitTurn waits d for the turn res, or until it is void. Only the
-// context's end is an error.
-func (p *Pacer) waitTurn(ctx context.Context, d time.Duration, res *reservation) error {
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(res.turns, cancel)
-	defer stop()
-	sleep := p.sleep
-	if sleep == nil {
-		sleep = clock.Sleep
-	}
-	if err := sleep(wctx, d); err != nil && ctx.Err() != nil {
-		return ctx.Err()
-	}
-	return nil
-}
-
-func (p *Pacer) clock() time.Time {
-	if p.now != nil {
-		return p.now()
-	}
-	return time.Now()
-}
-
-// turn is an attempt's turn on a key that has engaged, or its slot of
-// slow start.
-type turn struct {
-	s    *entry
-	slot bool   // holds a slot of slow start
-	gen  uint64 // the generation of the rate it was paced at; 0: not paced
-}
-
-func (t *turn) Done(f retry.Feedback) {
-	now := t.s.p.clock()
-	t.s.answer(f, t.slot, t.gen, now)
-	t.s.finish(now)
-}
-
-func (t *turn) Abandon() {
-	if t.slot {
-		t.s.release()
-	}
-	t.s.finish(t.s.p.clock())
-}
-
-// idleTurn is the turn of an attempt on a key that has neither engaged nor
-// is in slow start: the key's entry itself, so that it costs no
-// allocation.
-type idleTurn entry
-
-func (t *idleTurn) Done(f retry.Feedback) {
-	s := (*entry)(t)
-	now := s.p.clock()
-	s.answer(f, false, 0, now)
-	s.finish(now)
-}
-
-func (t *idleTurn) Abandon() {
-	s := (*entry)(t)
-	s.finish(s.p.clock())
-}
-
-// config returns the settings the keys decide with, read at first use.
-func (p *Pacer) config() *pacecore.Config {
-	p.cfgOnce.Do(func() {
-		p.cfg = pacecore.Config{Adapt: pacecore.Adapt(p.Adapt), MinRate: pacecore.DefaultMinRate, InitialWindow: p.InitialWindow}
-		if p.MinRate > 0 {
-			p.cfg.MinRate = p.MinRate
-		}
-		if p.InitialWindow == 0 {
-			p.cfg.InitialWindow = pacecore.DefaultInitialWindow
-		}
+func (p *Pacer) init() {
+	p.once.Do(func() {
+		p.settings = pacecore.Settings{Key: p.Key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: p.InitialWindow}
+		p.store.Config = p.settings.Config()
+		p.store.MaxKeys, p.store.Now, p.store.Sleep = p.MaxKeys, p.now, p.sleep
+		p.store.Owner = p
 	})
-	return &p.cfg
 }
 
 // Validate reports invalid settings.
 func (p *Pacer) Validate() error {
-	switch {
-	case p.MinRate < 0 || math.IsNaN(p.MinRate) || math.IsInf(p.MinRate, 0):
-		return fmt.Errorf("pace: Pacer.MinRate %v is not a finite positive rate", p.MinRate)
-	case p.Adapt > AdaptAIMD:
-		return fmt.Errorf("pace: Pacer.Adapt %d is not a known algorithm", p.Adapt)
-	}
-	return nil
+	s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt)}
+	return s.Validate("pace: Pacer")
 }
 
-// Rate returns the rate at which p currently paces key, in requests per
-// second, and whether p has engaged for it at all (+Inf when not).
-func (p *Pacer) Rate(key string) (float64, bool) {
-	v, ok := p.keys.m.Load(key)
-	if !ok {
-		return math.Inf(1), false
+// Wait returns when the next attempt of req may be sent: at once while
+// its key is idle; at its turn once the key has engaged (a turn made void
+// while the attempt waits for it is given up for a new one). A wait that
+// would end past ctx's deadline is not begun and takes no turn: Wait
+// returns a [*retry.TurnTooLate] at once. It implements [retry.Pacer].
+func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
+	p.init()
+	k := p.store.OpenKey(p.settings.KeyOf(req))
+	t, err := pacecore.Wait(ctx, k)
+	if err != nil {
+		return nil, pacefb.TurnError(err)
 	}
-	s := v.(*entry)
-	if !s.engaged.Load() {
-		return math.Inf(1), false
+	if t.Unpaced() {
+		return (*idleTurn)(k), nil // no allocation
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.st.Rate(), true
+	return &turn{p: p, t: t}, nil
 }
+
+// Rate returns the rate at which p paces key now, in requests per
+// second, and whether it paces key at all (+Inf when not).
+func (p *Pacer) Rate(key string) (float64, bool) {
+	p.init()
+	rate, engaged := math.Inf(1), false
+	p.store.Peek(key, func(st *pacecore.State, now time.Time) {
+		if st.Engaged() {
+			rate, engaged = st.Rate(now), true
+		}
+	})
+	return rate, engaged
+}
+
+// turn is an attempt's turn on a key that paces it, or its slot of slow
+// start.
+type turn struct {
+	p *Pacer
+	t pacecore.Turn
+}
+
+func (t *turn) Done(f retry.Feedback) { pacecore.Done(t.t, pacefb.Signal(f, t.p.Refusal)) }
+func (t *turn) Abandon()              { pacecore.Abandon(t.t) }
+
+// Paced reports whether the attempt waited for a turn at a rate the
+// Pacer learned: the Transport's retry budget does not charge a throttled
+// retry so paced (see [retry.Budget]).
+func (t *turn) Paced() bool { return t.t.Gen != 0 }
+
+// idleTurn is the turn of an attempt on an idle key: the key itself, so
+// that it costs no allocation.
+type idleTurn pacecore.MemKey
+
+func (t *idleTurn) Done(f retry.Feedback) {
+	k := (*pacecore.MemKey)(t)
+	pacecore.Done(pacecore.Turn{H: k}, pacefb.Signal(f, k.Owner().(*Pacer).Refusal))
+}
+
+func (t *idleTurn) Abandon() { pacecore.Abandon(pacecore.Turn{H: (*pacecore.MemKey)(t)}) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/backoff-jitter/retry"
@@ -20,15 +19,14 @@ import (
 // run runs script on key with args, within Timeout, and records the
 // outcome for trip.
 func (p *Pacer) run(ctx context.Context, script *redis.Script, key string, args ...any) (any, error) {
-	return p.runLate(ctx, script, key, nil, args...)
+	return p.runKeys(ctx, script, []string{key}, args...)
 }
 
-// runLate is run whose reply, if it comes after Timeout, goes to late
-// (when late is not nil).
-func (p *Pacer) runLate(ctx context.Context, script *redis.Script, key string, late func(any), args ...any) (any, error) {
+// runKeys is run on several keys.
+func (p *Pacer) runKeys(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
 	res, err := bound(ctx, p.timeout(), func(ctx context.Context) (any, error) {
-		return script.Run(ctx, p.Client, []string{key}, args...).Result()
-	}, late)
+		return script.Run(ctx, p.Client, keys, args...).Result()
+	})
 	p.record(err)
 	return res, err
 }
@@ -51,40 +49,26 @@ var errTimeout = errors.New("redispace: Redis did not answer within the Pacer's 
 // timeout whatever f does: a go-redis client heeds a context's deadline
 // only with ContextTimeoutEnabled, and else waits for its own ReadTimeout
 // (3 seconds by default). A call that outlives timeout finishes on its own
-// goroutine, within the client's own time limits, and its result goes to
-// late if it succeeded and late is not nil (else it is dropped).
-func bound(ctx context.Context, timeout time.Duration, f func(context.Context) (any, error), late func(any)) (any, error) {
+// goroutine, within the client's own time limits, its result dropped.
+func bound(ctx context.Context, timeout time.Duration, f func(context.Context) (any, error)) (any, error) {
 	type result struct {
 		v   any
 		err error
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	done := make(chan result, 1)
-	var mu sync.Mutex
-	abandoned := false
 	go func() {
 		defer cancel()
 		v, err := f(ctx)
-		mu.Lock()
-		defer mu.Unlock()
-		if abandoned {
-			if err == nil && late != nil {
-				late(v)
-			}
-			return
-		}
 		done <- result{v, err}
 	}()
 	var r result
 	select {
 	case r = <-done:
 	case <-ctx.Done():
-		mu.Lock()
-		defer mu.Unlock()
 		select {
 		case r = <-done: // both were ready
 		default:
-			abandoned = true
 			return nil, errTimeout
 		}
 	}
@@ -150,5 +134,5 @@ func (p *Pacer) fallbackPacer() retry.Pacer {
 // defaultFallback is Fallback's default: an in-process Pacer with the
 // same settings.
 func (p *Pacer) defaultFallback() retry.Pacer {
-	return &pace.Pacer{Key: p.Key, MinRate: p.MinRate, Adapt: p.Adapt, Refusal: p.Refusal, InitialWindow: p.InitialWindow}
+	return &pace.Pacer{Key: p.Key, MinRate: p.MinRate, Adapt: p.Adapt, Refusal: p.Refusal, InitialWindow: p.settings.InitialWindow}
 }

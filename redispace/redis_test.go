@@ -63,15 +63,6 @@ func startRedis(t testing.TB) (*redis.Client, func()) {
 	return rdb, stop
 }
 
-// needRealRedis skips a test that needs what only the real server does
-// (CLIENT PAUSE, say), unless serverEnv names one.
-func needRealRedis(t testing.TB, what string) {
-	t.Helper()
-	if os.Getenv(serverEnv) == "" {
-		t.Skipf("needs a real redis-server (%s), for %s; set %s", serverEnv, what, serverEnv)
-	}
-}
-
 // client returns a client for the Redis at addr, closed when the test
 // ends.
 func client(t testing.TB, addr string) *redis.Client {
@@ -90,14 +81,14 @@ func TestBoundTimeout(t *testing.T) {
 	for _, answer := range []error{context.DeadlineExceeded, &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}} {
 		_, err := bound(context.Background(), time.Minute, func(context.Context) (any, error) {
 			return nil, answer
-		}, nil)
+		})
 		if err != errTimeout {
 			t.Errorf("bound, the client answering %v: %v; want errTimeout", answer, err)
 		}
 	}
 	_, err := bound(context.Background(), time.Minute, func(context.Context) (any, error) {
 		return nil, errors.New("NOSCRIPT")
-	}, nil)
+	})
 	if err == errTimeout {
 		t.Error("bound, a failed call: errTimeout; want the call's error")
 	}

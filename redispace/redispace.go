@@ -4,31 +4,23 @@
 // rate per key, kept in Redis, and take turns from one schedule, so that
 // together they pace at the limit instead of each at a rate of its own.
 //
-// It runs the decision core of package pace's Pacer, the same code, over
+// It is package pace's Pacer, the same decisions by the same code, over
 // a state that the fleet shares: each key's state is one Redis hash, and
 // every step of it (an attempt asking for a turn, an answer) reads the
 // state, steps it in Go with the time on Redis's clock, and writes it back
-// only if no other process wrote it meanwhile, else steps again from
-// what that process wrote (compare-and-set). So the fleet learns a rate,
-// holds through an outage, tells random shedding from a limit and waits
-// for slow start's window as one [pace.Pacer] would, with every rule of
-// its doc; what differs is only how a process learns that a turn it waits
-// for was made void (it looks halfway through a long wait and just
-// before the turn, where pace's waiters are woken), and that waits for a
-// slot or for a hold to end poll. A
-// key nobody throttled is not paced: a turn costs one script call and no
-// wait, and a success one more.
+// only if no other process wrote it meanwhile, else steps again from what
+// that process wrote (compare-and-set). What differs is only how a
+// process learns that a turn it waits for was made void: it looks halfway
+// through a long wait and just before the turn, where pace's waiters are
+// woken. A key nobody refused is not paced: a turn costs one script call
+// and no wait, and a success one more while the key weighs refusals.
 //
-// Redis must never make a call fail or stall. Every script call has a
-// time limit (Timeout); when one fails or runs out, the Pacer reports it
-// to OnFallback and paces that attempt with Fallback, an in-process
-// Pacer. A refused or failed call (Redis down), or calls that keep running
-// out for two Timeouts (Redis hung), turn the whole Pacer to Fallback for
-// RetryAfter before it tries Redis again; a single slow call does not, as
-// the first calls on connections still being dialled are slow when a
-// whole fleet starts at once. Open the connections before the first
-// request (go-redis's MinIdleConns, or a Ping per connection) to spare
-// those attempts the wait.
+// Redis must never make a call fail or stall. Every call has a time limit
+// (Timeout); when one fails or runs out, the Pacer reports it to
+// OnFallback and paces that attempt with Fallback, an in-process Pacer. A
+// refused or failed call (Redis down), or calls that keep running out for
+// two Timeouts (Redis hung), turn the whole Pacer to Fallback for
+// RetryAfter before it tries Redis again.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	rt := retry.New(nil, retry.WithPacer(&redispace.Pacer{Client: rdb}))
@@ -40,7 +32,6 @@ package redispace
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"net/http"
 	"sync"
@@ -48,7 +39,9 @@ import (
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/internal/clock"
+	"github.com/backoff-jitter/retry/internal/keytable"
 	"github.com/backoff-jitter/retry/internal/pacecore"
+	"github.com/backoff-jitter/retry/internal/pacefb"
 	"github.com/backoff-jitter/retry/pace"
 	"github.com/redis/go-redis/v9"
 )
@@ -59,14 +52,16 @@ const (
 	defaultTimeout    = 50 * time.Millisecond
 	defaultRetryAfter = time.Second
 	// slotPoll is about how often an attempt waiting for a slot of slow
-	// start asks again at first; it asks less often the longer it waits,
-	// up to slotPollMax.
-	slotPoll    = 5 * time.Millisecond
-	slotPollMax = 40 * time.Millisecond
-	// heldPoll is about how often an attempt whose wait a rate held
-	// through an outage would take past its deadline asks whether the
-	// hold has ended: 75 ms on average, spread over the interval.
-	heldPoll = 100 * time.Millisecond
+	// start asks again, spread over the interval so that a fleet's
+	// waiters do not ask together.
+	slotPoll = 10 * time.Millisecond
+	// commitRounds bounds the compare-and-set rounds of one step: past
+	// them, the step fails as a call to Redis would, and Fallback paces.
+	commitRounds = 8
+	// leaseSuffix names a key's lease, and leaseWait is about how long a
+	// process that finds it held waits before it looks again.
+	leaseSuffix = ":lease"
+	leaseWait   = 500 * time.Microsecond
 	// recheckAbove is the longest wait for a turn slept whole; a longer
 	// one is slept in halves, each followed by a look at whether the turn
 	// was made void meanwhile. goAhead before the turn, the attempt looks
@@ -108,16 +103,17 @@ type Pacer struct {
 	Adapt pace.Adapt
 
 	// InitialWindow is how many attempts a key new to the fleet may have
-	// unanswered at once, in slow start, as [pace.Pacer.InitialWindow]:
-	// every answer opens one slot more, and it ends as pace's does. Zero
-	// means 10; a negative value turns it off.
+	// unanswered at once, in slow start, as [pace.Pacer.InitialWindow].
+	// Zero means [pace.DefaultInitialWindow]: a fleet shares a quota it
+	// knows to be limited, and its first burst should not run into it. A
+	// negative value turns slow start off.
 	InitialWindow int
 
 	// Refusal, if not nil, reports whether a throttled outcome refused the
 	// attempt for the rate, as [pace.Pacer.Refusal]: the others (a
 	// conflict, such as Route 53's PriorRequestNotComplete) teach the
-	// fleet nothing. Nil means every throttled outcome did. The default
-	// Fallback has it too. It must be safe for concurrent use.
+	// fleet nothing. Nil means [retry.RateLimited]. The default Fallback
+	// has it too. It must be safe for concurrent use.
 	Refusal func(retry.Feedback) bool
 
 	// Timeout bounds each call to Redis. Zero means 50ms.
@@ -143,9 +139,10 @@ type Pacer struct {
 	OnFallback func(error)
 
 	once      sync.Once
-	rounds    rounds
-	fleet     fleetClock
+	locks     keytable.Table[sync.Mutex] // each key's steps in this process, one at a time
+	settings  pacecore.Settings
 	cfg       pacecore.Config
+	fleet     fleetClock
 	fallback  retry.Pacer
 	mu        sync.Mutex
 	downTill  time.Time // Fallback paces until then
@@ -162,121 +159,98 @@ type Pacer struct {
 func (p *Pacer) Validate() error {
 	switch {
 	case p.Client == nil:
-		return errors.New("retry: redispace.Pacer.Client is nil")
-	case p.MinRate < 0 || math.IsNaN(p.MinRate) || math.IsInf(p.MinRate, 0):
-		return fmt.Errorf("retry: redispace.Pacer.MinRate %v is not a finite positive rate", p.MinRate)
-	case p.Adapt > pace.AdaptAIMD:
-		return fmt.Errorf("retry: redispace.Pacer.Adapt %d is not a known algorithm", p.Adapt)
+		return errors.New("redispace: Pacer.Client is nil")
 	case p.Timeout < 0 || p.RetryAfter < 0:
-		return errors.New("retry: redispace.Pacer.Timeout and RetryAfter must not be negative")
+		return errors.New("redispace: Pacer.Timeout and RetryAfter must not be negative")
 	}
-	return nil
+	s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt)}
+	return s.Validate("redispace: Pacer")
 }
 
 // init resolves the settings once.
 func (p *Pacer) init() {
-	p.cfg = pacecore.Config{Adapt: pacecore.Adapt(p.Adapt), MinRate: pacecore.DefaultMinRate, InitialWindow: p.InitialWindow}
-	if p.MinRate > 0 {
-		p.cfg.MinRate = p.MinRate
+	window := p.InitialWindow
+	if window == 0 {
+		window = pace.DefaultInitialWindow
 	}
-	if p.InitialWindow == 0 {
-		p.cfg.InitialWindow = pacecore.DefaultInitialWindow
-	}
+	p.settings = pacecore.Settings{Key: p.Key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: window}
+	p.locks.New = func(string) *sync.Mutex { return new(sync.Mutex) }
+	p.cfg = p.settings.Config()
 	p.fallback = p.Fallback
 	if p.fallback == nil {
 		p.fallback = p.defaultFallback()
 	}
 }
 
-// config returns the settings the keys decide with.
-func (p *Pacer) config() *pacecore.Config {
+// Wait returns when the next attempt of req may be sent: at once while
+// its key is idle; at its turn in the fleet's schedule once the key has
+// engaged (a turn made void while the attempt waits is given up for a new
+// one, as the attempt finds at the looks it takes halfway through a long
+// wait and just before the turn). A wait that would end past ctx's
+// deadline is not begun and takes no turn: Wait returns a
+// [*retry.TurnTooLate] at once. It implements [retry.Pacer].
+func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	p.once.Do(p.init)
-	return &p.cfg
+	if p.usingFallback() {
+		return p.fallbackPacer().Wait(ctx, req)
+	}
+	h := &handle{p: p, key: p.prefix() + p.settings.KeyOf(req)}
+	t, err := pacecore.Wait(ctx, h)
+	var late *pacecore.TooLate
+	switch {
+	case err == nil:
+		return &turn{p: p, t: t}, nil
+	case errors.As(err, &late), ctx.Err() != nil:
+		return nil, pacefb.TurnError(err)
+	}
+	return p.turnToFallback(ctx, req, err)
 }
 
 // turn is an attempt's turn in the fleet's schedule, or its slot of slow
 // start.
 type turn struct {
-	p    *Pacer
-	key  string
-	gen  uint64 // the generation of the rate it was paced at; 0: not paced
-	slot bool   // holds a slot of slow start
+	p *Pacer
+	t pacecore.Turn
 }
 
-// Done tells the fleet what the attempt met: a throttle may cut the rate,
-// a success grows it, and the server's requested wait pauses the key. A
-// success of a key that is not engaged, within its meter's bucket, is
-// only counted.
+// Done tells the fleet what the attempt met; a call to Redis that fails
+// is reported (see trip).
 func (t *turn) Done(f retry.Feedback) {
-	p, class := t.p, f.Class
-	ev := pacecore.Event{Kind: pacecore.Answer, Slot: t.slot, Class: class, Answered: f.Response != nil,
-		Hinted: f.Hinted, Wait: f.Wait, Gen: t.gen, ForRate: true}
-	if class == retry.Throttled && p.Refusal != nil {
-		ev.ForRate = p.Refusal(f)
-	}
-	if !t.slot && (class != retry.Throttled && class != retry.Success || !ev.ForRate) {
-		return // says nothing of the server's rate limit, and holds no slot
-	}
-	op := opRead
-	if class == retry.Success {
-		op = opOK
-	}
-	ctx := context.Background()
-	snap, _, err := p.load(ctx, t.key, op)
-	if err == nil && (class != retry.Success || t.slot || f.Hinted || !p.counted(snap)) {
-		_, _, err = p.update(t.key, &snap, func(st *pacecore.State, now time.Time, n, ok int64) (pacecore.Effects, int64) {
-			ev.Sent, ev.OK = n, ok
-			return st.Step(now, ev), 0
-		}, nil)
-	}
-	if err != nil {
-		p.trip(err)
-	}
+	pacecore.Done(t.t, pacefb.Signal(f, t.p.Refusal))
+	t.tripped()
 }
 
-// counted reports whether a success counted by load needs no step: the
-// key is not engaged and its meter's bucket lasts, so the state changes
-// no other way (package pace's Pacer counts such a success without its
-// lock).
-func (p *Pacer) counted(snap snapshot) bool {
-	st := pacecore.New(p.config())
-	if st.UnmarshalBinary(snap.state) != nil {
-		return false
-	}
-	return !st.Engaged() && snap.now.Before(st.BucketEnd())
-}
-
-// Abandon gives a slot of slow start back; a turn in the schedule stays
-// spent (the schedule moves on).
+// Abandon gives a slot of slow start back; a turn in the schedule is
+// given back if no later one was handed out.
 func (t *turn) Abandon() {
-	if t.slot {
-		t.p.stepAlone(t.key, pacecore.Event{Kind: pacecore.Release})
+	pacecore.Abandon(t.t)
+	t.tripped()
+}
+
+func (t *turn) tripped() {
+	if h := t.t.H.(*handle); h.err != nil {
+		t.p.trip(h.err)
 	}
 }
 
-// Rate returns the rate at which the fleet currently paces key, in
-// requests per second, and whether it has engaged for it at all (+Inf
-// when not), as [pace.Pacer.Rate] does for one process.
+// Paced reports whether the attempt waited for a turn at a rate the fleet
+// learned (see [retry.Budget]).
+func (t *turn) Paced() bool { return t.t.Gen != 0 }
+
+// Rate returns the rate at which the fleet paces key now, in requests
+// per second, and whether it paces key at all (+Inf when not), as
+// [pace.Pacer.Rate] does for one process.
 func (p *Pacer) Rate(ctx context.Context, key string) (float64, bool, error) {
-	snap, _, err := p.load(ctx, p.prefix()+key, opRead)
+	p.once.Do(p.init)
+	snap, err := p.load(ctx, p.prefix()+key)
 	if err != nil {
 		return 0, false, err
 	}
-	st := pacecore.New(p.config())
-	if st.UnmarshalBinary(snap.state) != nil || !st.Engaged() {
+	st := snap.state(&p.cfg)
+	if !st.Engaged() {
 		return math.Inf(1), false, nil
 	}
-	return st.Rate(), true, nil
-}
-
-func (p *Pacer) key(req *http.Request) string {
-	switch {
-	case p.Key != nil:
-		return p.Key(req)
-	case req.URL != nil:
-		return req.URL.Host
-	}
-	return ""
+	return st.Rate(snap.now), true, nil
 }
 
 func (p *Pacer) prefix() string {
@@ -285,7 +259,6 @@ func (p *Pacer) prefix() string {
 	}
 	return p.Prefix
 }
-
 func (p *Pacer) timeout() time.Duration {
 	if p.Timeout > 0 {
 		return p.Timeout
@@ -306,9 +279,6 @@ func (p *Pacer) clock() time.Time {
 	}
 	return time.Now()
 }
-
-// until returns the time from now to dl on the process's clock.
-func (p *Pacer) until(dl time.Time) time.Duration { return dl.Sub(p.clock()) }
 
 func (p *Pacer) doSleep(ctx context.Context, d time.Duration) error {
 	if p.sleep != nil {

@@ -192,7 +192,12 @@ func checkOutput(path string) error {
 // strategy is one way of configuring the shared Transport.
 type strategy struct {
 	name  string
-	pacer func() *pace.Pacer // nil: none
+	pacer func() *pace.Pacer // nil: the Transport's own, unless noPacer
+	// noPacer turns the Transport's own Pacer off (retry.NoPacer).
+	noPacer bool
+	// options, if not nil, are the Transport's only options (with
+	// -api route53: awsretry.Options()).
+	options func() []retry.Option
 	// known spaces the attempts at the server's rate (-rate, times
 	// -known), known in advance, with a fixed client-side token bucket
 	// under the Transport, for comparison with a Pacer that learns the
@@ -204,10 +209,18 @@ type strategy struct {
 }
 
 var strategies = []strategy{
-	{name: "FullJitter"},
+	{name: "FullJitter+NoPacer", noPacer: true},
+	{name: "FullJitter"}, // the Transport's own Pacer
 	{name: "FullJitter+Pacer(CUBIC)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptCubic} }},
 	{name: "FullJitter+Pacer(AIMD)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptAIMD} }},
-	{name: "FullJitter+Limiter(known)", known: true},
+	{name: "FullJitter+Pacer(slow start)", pacer: func() *pace.Pacer { return &pace.Pacer{InitialWindow: pace.DefaultInitialWindow} }},
+	{name: "FullJitter+Limiter(known)", known: true, noPacer: true},
+	// The Transport's defaults but MaxAttempts: its budget, backoff and
+	// own Pacer (docs/pacing.md's "a rate limit is finished").
+	{name: "Defaults", options: func() []retry.Option { return []retry.Option{retry.WithMaxAttempts(20)} }},
+	{name: "Defaults+NoPacer", options: func() []retry.Option {
+		return []retry.Option{retry.WithMaxAttempts(20), retry.WithPacer(retry.NoPacer)}
+	}},
 }
 
 // route53Strategies are those of -api route53. The Transport's rows use
@@ -215,9 +228,11 @@ var strategies = []strategy{
 // which ListHostedZones does not meet); the SDK's rows its retryer
 // instead, with the same attempts.
 var route53Strategies = []strategy{
-	{name: "Transport"},
+	{name: "Transport+NoPacer", noPacer: true},
+	{name: "Transport"}, // the Transport's own Pacer
 	{name: "Transport+Pacer(CUBIC)", pacer: func() *pace.Pacer { return &pace.Pacer{Refusal: awsretry.RateRefusal} }},
-	{name: "Transport+Limiter(known)", known: true},
+	{name: "awsretry.Options", options: awsretry.Options},
+	{name: "Transport+Limiter(known)", known: true, noPacer: true},
 	{name: "SDK(standard)", sdk: "standard"},
 	{name: "SDK(adaptive)", sdk: "adaptive"},
 }
@@ -411,11 +426,23 @@ func newCaller(c config, s strategy, url string, base http.RoundTripper) func(co
 		retry.WithBackoff(retry.Exponential{Base: 10 * time.Millisecond, Cap: 2 * time.Second, Jitter: retry.FullJitter}),
 		retry.WithBudget(retry.NoBudget),
 	}
-	if s.pacer != nil {
-		opts = append(opts, retry.WithPacer(s.pacer()))
+	opts = append(opts, s.pacing()...)
+	if s.options != nil {
+		opts = s.options()
 	}
 	client := &http.Client{Transport: retry.New(under, opts...)}
 	return func(ctx context.Context) bool { return get(ctx, client, url) }
+}
+
+// pacing returns the Transport's options of s's pacing.
+func (s strategy) pacing() []retry.Option {
+	switch {
+	case s.noPacer:
+		return []retry.Option{retry.WithPacer(retry.NoPacer)}
+	case s.pacer != nil:
+		return []retry.Option{retry.WithPacer(s.pacer())}
+	}
+	return nil
 }
 
 // route53MaxAttempts is the attempts of a call with -api route53, for
@@ -448,8 +475,9 @@ func route53Caller(s strategy, url string, under http.RoundTripper) func(context
 			retry.WithBackoff(retry.Exponential{Base: 400 * time.Millisecond, Cap: 1600 * time.Millisecond, Jitter: retry.EqualJitter}),
 			retry.WithBudget(&retry.TokenBucket{ThrottledCost: 1}),
 		}
-		if s.pacer != nil {
-			opts = append(opts, retry.WithPacer(s.pacer()))
+		opts = append(opts, s.pacing()...)
+		if s.options != nil {
+			opts = s.options()
 		}
 		rt = retry.New(under, opts...)
 	}

@@ -100,8 +100,8 @@ func TestSVG(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := config{server: "fake", clients: 100, requests: 3, rate: 100, interval: tt.interval}
 			svg := figureOf(c, "a <test> server", fakeResults(tt.span, tt.every)).svg()
-			if len(svg) > 60<<10 {
-				t.Errorf("the SVG is %d bytes; want at most 60 KB", len(svg))
+			if limit := len(strategies) * 15 << 10; len(svg) > limit {
+				t.Errorf("the SVG is %d bytes; want at most 15 KB per strategy, %d", len(svg), limit)
 			}
 			if !strings.Contains(svg, "attempts per "+tt.wantBarInterval) {
 				t.Errorf("the SVG does not say %q", "attempts per "+tt.wantBarInterval)

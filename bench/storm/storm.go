@@ -77,12 +77,23 @@ func ours(curve func(Config) retry.Backoff, budget bool) func(Config, http.Round
 			retry.WithBackoff(curve(cfg)),
 			retry.WithMaxAttempts(maxAttempts),
 			retry.WithOnGiveUp(onGiveUp),
+			retry.WithPacer(retry.NoPacer), // the curve's own behaviour; see defaults
 		}
 		if !budget {
 			opts = append(opts, retry.WithBudget(retry.NoBudget))
 		} // else the Transport's own default budget
 		return retry.New(base, opts...)
 	}
+}
+
+// defaults is retry's Transport with its defaults (its own budget and
+// Pacer) but the run's curve and attempts.
+func defaults(cfg Config, base http.RoundTripper, onGiveUp func(retry.Event)) http.RoundTripper {
+	return retry.New(base,
+		retry.WithBackoff(exponential(retry.FullJitter)(cfg)),
+		retry.WithMaxAttempts(maxAttempts),
+		retry.WithOnGiveUp(onGiveUp),
+	)
 }
 
 // paced is retry's strategy with its default budget and a Pacer shared by
@@ -115,6 +126,7 @@ var Strategies = []Strategy{
 	{Name: "full-jitter+budget/fail", New: ours(exponential(retry.FullJitter), true)},
 	{Name: "full-jitter+pacer", New: paced(exponential(retry.FullJitter), pace.AdaptCubic), Reissue: true, Backoff: exponential(retry.FullJitter)},
 	{Name: "full-jitter+pacer-aimd", New: paced(exponential(retry.FullJitter), pace.AdaptAIMD), Reissue: true, Backoff: exponential(retry.FullJitter)},
+	{Name: "defaults", New: defaults, Reissue: true, Backoff: exponential(retry.FullJitter)},
 	{Name: "retryablehttp", New: retryablehttpDefaults},
 	{Name: "failsafe", New: failsafeDefaults},
 }

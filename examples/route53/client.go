@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -150,51 +149,10 @@ func newClient(endpoint, accessKey, secretKey string, rt http.RoundTripper) *rou
 }
 
 // newPacer returns the Pacer: one rate for each account, as Route 53
-// limits, learned from its throttling. Share one Pacer among all the
-// clients (and Transports) of an account. PriorRequestNotComplete is replayed like a
-// throttle, but says a change to the zone is still pending, whatever the
-// rate: awsretry.RateRefusal keeps the Pacer from learning a rate from it.
-func newPacer() *pace.Pacer {
-	return &pace.Pacer{Key: accountKey, Refusal: awsretry.RateRefusal}
-}
-
-// accountKey is the Pacer's key of a request: the account it counts
-// against, which is its signature's access key ID, or the host for a
-// request that is not signed with SigV4. The Transport sits below the SDK's
-// signer, so the requests it sees are signed.
-func accountKey(r *http.Request) string {
-	if id, ok := accessKeyID(r.Header.Get("Authorization")); ok {
-		return id
-	}
-	if r.URL != nil && r.URL.Host != "" {
-		return r.URL.Host
-	}
-	return r.Host
-}
-
-// accessKeyID returns the access key ID of a SigV4 Authorization header,
-// the first part of its Credential:
-//
-//	AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/us-east-1/route53/aws4_request,
-//	SignedHeaders=host;x-amz-date, Signature=...
-//
-// It reports false for a header without a Credential whose scope follows
-// the ID.
-func accessKeyID(authorization string) (string, bool) {
-	scheme, params, ok := strings.Cut(authorization, " ")
-	if !ok || !strings.HasPrefix(scheme, "AWS4-") {
-		return "", false
-	}
-	for param := range strings.SplitSeq(params, ",") {
-		credential, ok := strings.CutPrefix(strings.TrimSpace(param), "Credential=")
-		if !ok {
-			continue
-		}
-		id, scope, ok := strings.Cut(credential, "/")
-		if !ok || id == "" || scope == "" || strings.ContainsAny(id, " \t") {
-			return "", false
-		}
-		return id, true
-	}
-	return "", false
-}
+// limits, learned from its throttling (awsretry.NewPacer: keyed by the
+// signature's access key ID, with slow start). Share one Pacer among all
+// the clients (and Transports) of an account. PriorRequestNotComplete is
+// replayed like a throttle, but says a change to the zone is still
+// pending, whatever the rate: awsretry.RateRefusal, the Pacer's Refusal,
+// keeps it from learning a rate from it.
+func newPacer() *pace.Pacer { return awsretry.NewPacer() }

@@ -1,28 +1,41 @@
+// Package pacecore is the decision core of the adaptive Pacer: what one
+// key knows and decides, as plain values. Package pace drives it in
+// memory, package redispace over Redis, and the tests on a fake clock,
+// all through one driver (see Driver).
 package pacecore
 
 import (
+	"math"
 	"time"
-
-	"github.com/backoff-jitter/retry"
 )
 
-// State is what a Pacer knows of one key and decides from: plain
-// values, with no lock, atomic, channel or clock of its own. It changes
-// only through step, which takes the time as a parameter (as
-// x/time/rate's AllowN does) and returns what the caller must do about
-// the waits it cannot see (see effects). The Pacer's entry for the key
-// (see entry) holds the lock, the counts of the lock-free path, the
-// channels and the timer, and applies the effects.
+// State is what a Pacer knows of one key and decides from: plain values,
+// with no lock, atomic, channel or clock of its own. It changes only
+// through Step, which takes the time as a parameter (as x/time/rate's
+// AllowN does) and returns what the caller must do about the waits it
+// cannot see.
 type State struct {
 	cfg    *Config
 	mode   Mode
-	fx     Signals // raised by the step under way
-	start  slowStart
-	sched  schedule
-	rate   rateCurve
-	meter  meter
-	outage outage
-	shed   shedding
+	meter  meter     // the attempts and answers of the last buckets
+	curve  rateCurve // the rate in force, cut and grown
+	sched  schedule  // the turns handed out, and the server's pause
+	engage cusum     // while idle: the evidence of a limit
+	probe  sprt      // while probing: a limit or random shedding
+	window window    // slow start's slots
+	gen    genTally  // the answers of attempts paced at the rate in force
+	// half and halfBefore are those paced since the rate in force was
+	// halfFrom, and over the half before (see cut).
+	half, halfBefore genTally
+	halfFrom         float64
+	// floor is the share of refusals found not to depend on the rate
+	// (random shedding): refusals up to it engage nothing and cut nothing.
+	floor float64
+	// chainStart is when the first refusal since the last success came,
+	// and chainRate the rate the client went at then (see outage); zero
+	// after a success.
+	chainStart time.Time
+	chainRate  float64
 }
 
 // Config is what a key's decisions take from the Pacer's settings.
@@ -32,7 +45,7 @@ type Config struct {
 	InitialWindow int     // 0 or less: no slow start
 }
 
-// Adapt is how the rate is adjusted after throttling (see package pace's
+// Adapt is how the rate is adjusted after refusals (see package pace's
 // Adapt, whose values these are).
 type Adapt uint8
 
@@ -41,50 +54,47 @@ const (
 	AIMD               // additive increase, multiplicative decrease
 )
 
-// mode is where a key stands. A new key starts in slow start, or idle
-// when slow start is off; answer and the time limit move it:
+// Mode is where a key stands: the transition table (Step) is a switch
+// on it.
 //
-//	slow start -> idle        an answer no attempt waits for, or SlowStartLimit
-//	slow start -> paced       a throttle that engages the key, or a server hint
-//	idle       -> paced       likewise (see suspect)
-//	paced      -> held        cuts with no success ever, down to outageShare;
-//	                          or a silence as long as an outage's (outageOver)
-//	held       -> paced       a success
-//	paced      -> idle        its refusals found not to depend on the rate
-//	paced/held -> slow start  the success that ends an outage (idle with
-//	                          slow start off)
-//
-// While paced, a test of shedding may be under way (see
-// shedding.testing): a chain of cuts, watched in stages of its own.
+//	SlowStart -> Idle     an answer no attempt waits for, or SlowStartLimit
+//	Idle      -> Probing  the evidence of a limit, at a share random shedding could have
+//	Idle      -> Paced    the evidence of a limit at a share only a limit has; a server's hint
+//	Probing   -> Paced    the refusals fell with the rate: a limit
+//	Probing   -> Idle     they did not: random shedding, its share the floor
+//	Paced     -> Idle     nothing accepted for as long as an outage
+//	Probing   -> Idle     likewise
 type Mode uint8
 
 const (
-	// ModeIdle: not engaged; attempts go unpaced and are counted.
-	ModeIdle Mode = iota
-	// ModeSlowStart: not engaged, and at most the window's slots of
-	// attempts unanswered at once (see slowStart).
-	ModeSlowStart
-	// ModePaced: engaged; attempts take turns at the rate in force.
-	ModePaced
-	// ModeHeld: engaged, and refused from the first attempt on (the
-	// rate probes at outageShare of the first cut's) or for as long as
-	// an outage (the rate probes where the cuts left it): no throttle
-	// cuts until a success, and a wait past a deadline waits for the
-	// hold to end (see reserve).
-	ModeHeld
+	// Idle: attempts go unpaced; refusals are weighed (see cusum).
+	Idle Mode = iota
+	// SlowStart: a new key's attempts go unpaced, at most the window's
+	// slots of them unanswered at once.
+	SlowStart
+	// Probing: paced at the rate the key engaged at; the refusals' share
+	// there tells a limit from random shedding, and cuts nothing.
+	Probing
+	// Paced: attempts take turns at the rate in force; refusals cut it,
+	// time grows it.
+	Paced
 )
 
-// Engaged reports whether the key paces its attempts.
-func (s *State) Engaged() bool { return s.mode >= ModePaced }
+func (m Mode) String() string {
+	return [...]string{"idle", "slow start", "probing", "paced"}[m]
+}
 
-// New returns a new key's state, in slow start unless cfg turns it off.
-// The state keeps cfg, which must not change after.
+// Engaged reports whether the key paces its attempts.
+func (s *State) Engaged() bool { return s.mode >= Probing }
+
+// New returns a new key's state, in slow start if cfg has a window. The
+// state keeps cfg, which must not change after.
 func New(cfg *Config) State {
-	s := State{cfg: cfg, mode: ModeIdle}
-	s.meter.suspicion = coldSuspicion
+	s := State{cfg: cfg}
+	s.engage.cold()
 	if cfg.InitialWindow > 0 {
-		s.start.slots = cfg.InitialWindow
-		s.mode = ModeSlowStart
+		s.mode = SlowStart
+		s.window.slots = cfg.InitialWindow
 	}
 	return s
 }
@@ -93,165 +103,271 @@ func New(cfg *Config) State {
 type Kind uint8
 
 const (
-	Answer    Kind = iota // an attempt's outcome (see State.answer)
-	Admit                 // an attempt asks for a slot of slow start
-	Woke                  // an attempt that waited for a slot looks again
-	Release               // an attempt gives its slot back unanswered
-	TimeLimit             // slow start's time limit, of Round, is up
-	Reserve               // an attempt asks for a turn, by Deadline
-	Cancel                // an attempt gives its turn (At, Next) back
+	Reserve Kind = iota // an attempt asks for its turn, by Deadline
+	Answer              // an attempt's outcome
+	Cancel              // an attempt gives its turn (At, Next) back, unsent
+	Release             // an attempt gives its slot of slow start back, unsent
 )
 
 // Event is one input of Step.
 type Event struct {
 	Kind Kind
-	// Sent and OK are the attempts sent and the successes that the
-	// caller counted without a step since the last one: every event
-	// carries them in.
+	// Sent and OK are the attempts sent and the successes the driver
+	// counted without a step since the last one: every event carries
+	// them in.
 	Sent, OK int64
 
-	// Answer: the outcome of an attempt paced at generation Gen (0: not
-	// paced), which held a slot of slow start if Slot.
-	Slot  bool
-	Class retry.Class
-	// Answered: a response came (a transport error is no answer).
-	Answered bool
-	// ForRate: a throttle refused the attempt for its rate (see
-	// package pace's Pacer.Refusal); meaningless for other classes.
-	ForRate bool
-	Hinted  bool          // the server said when to come back
-	Wait    time.Duration // and how long that is
-	Gen     uint64
-
 	Deadline time.Time // Reserve: zero when none
-	At, Next time.Time // Cancel: the turn's time, and the next it set
-	Round    uint64    // TimeLimit
+	At, Next time.Time // Cancel: the turn's time, and the next turn's it set
+
+	// Answer: accepted, or refused for the rate (neither only gives back
+	// a slot). Gen is the generation of the rate the attempt was paced
+	// at (0: not paced), Slot whether it held a slot of slow start.
+	Accepted, Refused bool
+	Gen               uint64
+	Slot              bool
+	// Wait, when Hinted, is how long the server asked its clients to
+	// hold off.
+	Hinted bool
+	Wait   time.Duration
 }
 
-// Signals are the effects on the waits that a step's mechanisms raise.
-type Signals struct {
-	Void      bool // the turns handed out are void: wake their waits
-	Wake      bool // a slot freed, or slow start ended: wake the waits for slots
-	Unhold    bool // the hold ended: wake the waits for it
-	ArmLimit  bool // start slow start's time limit (SlowStartLimit from now)
-	StopLimit bool // stop slow start's time limit
-}
-
-// Effects is what a step asks of the caller, and what it answers.
+// Effects is what a step asks of the driver, and what it answers.
 type Effects struct {
-	Signals
-	Round uint64 // ArmLimit: the slow start the time limit ends
-	// Admit: took a slot, or must wait for one (Woke when woken).
-	Slot, WaitSlot bool
-	Grant          // Reserve
+	// Void: the turns handed out are void, their waiters take new ones.
+	// Wake: a slot of slow start freed, or slow start ended.
+	Void, Wake bool
+	Grant      // Reserve's answer
 }
 
-// Grant answers Reserve: the wait for the turn, and the turn when one
-// was handed out (Paced); past the deadline, Refused, or, while held,
-// Held (the attempt waits for the hold to end, with no turn).
+// Grant answers Reserve. Go: the attempt goes now, unpaced, holding a
+// slot of slow start if Slot. Paced: it goes at At, Wait from now, on the
+// turns of generation Gen (Next is the turn after, for Cancel). WaitSlot:
+// slow start's window is full; it waits for Wake, or until Until, and
+// asks again. TooLate: its turn would come past the deadline, Wait from
+// now; no turn was taken.
 type Grant struct {
-	Turn                 time.Duration
-	Paced, Refused, Held bool
-	At, Next             time.Time // the turn's time, and the next turn's
-	Gen                  uint64    // the turns' generation
+	Go, Slot, Paced, WaitSlot, TooLate bool
+	Wait                               time.Duration
+	At, Next, Until                    time.Time
+	Gen                                uint64
 }
 
-// Step applies ev, at now, and returns its effects. Times are only ever
+// Step applies ev at now and returns its effects. Times are only ever
 // compared with each other: any clock will do, as long as it is the same
-// one for every step of a key.
+// for every step of a key.
 func (s *State) Step(now time.Time, ev Event) Effects {
-	var out Effects
-	s.meter.count(ev.Sent, ev.OK)
-	if ev.Kind == Admit {
-		s.meter.open(now)
-	}
-	if s.start.over(now) {
-		s.leaveSlowStart()
+	var fx Effects
+	s.meter.count(now, ev.Sent, ev.OK)
+	if s.mode == SlowStart && s.window.over(now) {
+		s.mode, fx.Wake = Idle, true
 	}
 	switch ev.Kind {
-	case Answer:
-		s.answer(now, ev)
-	case Admit:
-		out.Slot, out.WaitSlot = s.admit(now)
-	case Woke:
-		s.start.waiting--
-	case Release:
-		s.release(false)
-	case TimeLimit:
-		if ev.Round == s.start.round { // not a slow start begun since
-			s.leaveSlowStart()
-		}
 	case Reserve:
-		out.Grant = s.reserve(now, ev.Deadline)
+		fx.Grant = s.reserve(now, ev.Deadline)
 	case Cancel:
-		// The turn is given back if no later one was handed out since:
-		// one in the middle of the schedule stays spent, which only
-		// spaces the attempts a little more.
-		if s.sched.next.Equal(ev.Next) {
-			s.sched.next = ev.At
+		s.sched.cancel(ev.At, ev.Next)
+	case Release:
+		fx.Wake = s.window.release(false) || fx.Wake
+	case Answer:
+		if ev.Slot {
+			fx.Wake = s.window.release(ev.Accepted) || fx.Wake
+			if s.window.answered() && s.mode == SlowStart {
+				s.mode, fx.Wake = Idle, true // the window holds the demand
+			}
+		}
+		if ev.Accepted || ev.Refused {
+			wasSlow := s.mode == SlowStart
+			fx.Void = s.answer(now, ev)
+			fx.Wake = fx.Wake || wasSlow && s.mode != SlowStart
 		}
 	}
-	out.Signals = s.signals()
-	if out.ArmLimit {
-		out.Round = s.start.round
-	}
-	return out
-}
-
-// signals returns the signals raised since the last call, and clears
-// them.
-func (s *State) signals() Signals {
-	fx := s.fx
-	s.fx = Signals{}
 	return fx
 }
 
-// Stale reports whether the turns of generation gen are void: the rate
-// or the pause changed since one was handed out.
-func (s *State) Stale(gen uint64) bool { return gen != s.sched.gen }
+// reserve hands out the turn of an attempt about to be sent at now.
+func (s *State) reserve(now, deadline time.Time) Grant {
+	switch s.mode {
+	case SlowStart:
+		return s.window.take(now)
+	case Idle:
+		if !s.sched.paused.After(now) {
+			return Grant{Go: true}
+		}
+	}
+	return s.sched.take(now, s.rate(now), deadline)
+}
+
+// answer learns from an attempt's answer: accepted, or refused for the
+// rate. It reports whether the turns handed out are void.
+func (s *State) answer(now time.Time, ev Event) (void bool) {
+	refused := ev.Refused
+	s.meter.answer(now, refused)
+	switch {
+	case !refused:
+		s.chainStart, s.chainRate = time.Time{}, 0
+	case s.chainStart.IsZero():
+		s.chainStart, s.chainRate = now, max(s.rate(now), s.meter.sendRate(now))
+	}
+	current := ev.Gen != 0 && ev.Gen == s.sched.gen
+	if current {
+		s.gen.add(refused)
+		s.half.add(refused)
+	}
+	if ev.Hinted && ev.Wait > 0 {
+		if !s.Engaged() {
+			s.start(now)
+		}
+		s.sched.pause(now.Add(ev.Wait))
+		void = true
+	}
+	switch s.mode {
+	case Idle, SlowStart:
+		if s.engage.add(refused, s.floor) && s.accepting() {
+			s.start(now)
+			void = true
+		}
+	case Probing:
+		if s.outage(now, refused) {
+			s.disengage()
+			return true
+		}
+		if !current {
+			break
+		}
+		switch s.probe.add(refused) {
+		case limitMet:
+			s.mode = Paced
+			s.curve.cutAt = now // growth begins after the probe
+		case overLimit:
+			s.cut(now, s.rate(now))
+			void = true
+		case shedding:
+			s.floor = min(s.probe.share(), engageHigh)
+			s.disengage()
+			void = true
+		}
+	case Paced:
+		switch {
+		case s.outage(now, refused):
+			s.disengage()
+			void = true
+		case current && refused && s.gen.over(s.floor):
+			s.cut(now, s.rate(now))
+			void = true
+		}
+	}
+	return void
+}
+
+// start engages the key, its rate cut from the rate the client was
+// sending at. Unless so many of the recent answers were refused that
+// random shedding could not have refused them, the new rate is a probe:
+// the share refused there tells a limit from shedding (see sprt).
+func (s *State) start(now time.Time) {
+	s.curve = rateCurve{}
+	s.halfFrom, s.half, s.halfBefore = 0, genTally{}, genTally{}
+	s.cut(now, s.meter.sendRate(now))
+}
+
+// cut cuts the rate from from, the rate in force or the client's, and
+// begins a new generation of turns (see rateCurve.cut). When the key
+// engages, unless so many of the recent answers were refused that random
+// shedding could not have refused them, the new rate is a probe: the
+// share refused there tells a limit from shedding (see sprt). Each time
+// a chain of cuts halves the rate, the share refused over this half is
+// held against the half before: a limit refuses fewer as the rate falls
+// towards it, and a share that did not fall by half, below a limit's, is
+// random shedding, which would otherwise cut the rate down to MinRate.
+func (s *State) cut(now time.Time, from float64) {
+	accepted, samples := s.meter.accepted(now)
+	engaging := s.halfFrom == 0
+	s.curve.cut(now, from, accepted, samples, s.cfg)
+	s.sched.renew(now, s.curve.base)
+	s.gen = genTally{}
+	s.mode = Paced
+	if engaging {
+		n, k := s.meter.answers(now)
+		if tail(n, k, engageHigh) > math.Exp(-evidence) {
+			s.mode = Probing
+			s.probe.begin(float64(k)/float64(max(n, 1)), s.curve.base/max(from, s.curve.base))
+		}
+	} else if s.curve.base > s.halfFrom/2 {
+		return
+	} else if lower, upper := s.half.share(), s.halfBefore.share(); lower < engageHigh && lower >= upper/2 {
+		s.floor = (s.half.k + s.halfBefore.k) / (s.half.n + s.halfBefore.n)
+		s.disengage()
+		return
+	}
+	s.halfFrom, s.halfBefore, s.half = s.curve.base, s.half, genTally{}
+}
+
+// disengage returns an engaged key to idle, its rate forgotten.
+func (s *State) disengage() {
+	s.mode = Idle
+	s.engage.reset()
+	s.sched.renew(time.Time{}, 0)
+}
+
+// accepting reports whether the server accepts anything now: a limit
+// does, an outage does not.
+func (s *State) accepting() bool { return s.meter.sum().ok > 0 }
+
+// outage reports whether an engaged key's refusals are an outage's:
+// nothing accepted since the first of them, for outageTime and for four
+// spacings at the rate the client went at then (a slow limit's successes
+// are far apart).
+func (s *State) outage(now time.Time, refused bool) bool {
+	if !refused || s.chainStart.IsZero() {
+		return false
+	}
+	quiet := outageTime
+	if s.chainRate > 0 {
+		quiet = max(quiet, time.Duration(min(4/s.chainRate, 3600)*float64(time.Second)))
+	}
+	return now.Sub(s.chainStart) >= quiet
+}
+
+// rate returns the rate in force at now, in requests per second: 0 while
+// the key is not engaged.
+func (s *State) rate(now time.Time) float64 {
+	switch s.mode {
+	case Probing:
+		return s.curve.base // the probe weighs one rate
+	case Paced:
+		return max(s.curve.at(now, s.cfg), s.cfg.MinRate)
+	}
+	return 0
+}
 
 // Mode returns where the key stands.
 func (s *State) Mode() Mode { return s.mode }
 
-// WaitsHeld reports whether an engaged key's waits past a deadline are a
-// probe's, held until a success, not refused (see reserve): while the
-// key holds its rate through an outage, or before its first success,
-// when its rate is a guess from refusals. (A server's pause past the
-// deadline is refused even so, except while held.)
-func (s *State) WaitsHeld() bool { return s.mode == ModeHeld || s.Engaged() && !s.meter.okOnce }
-
-// Rate returns the rate in force, in requests per second: 0 while the
-// key is not engaged.
-func (s *State) Rate() float64 { return s.rate.fill }
+// Rate returns the rate in force at now: 0 while the key is not engaged.
+func (s *State) Rate(now time.Time) float64 { return s.rate(now) }
 
 // Gen returns the generation of the turns handed out now.
 func (s *State) Gen() uint64 { return s.sched.gen }
 
-// Paused returns the time before which no attempt goes (zero: none).
-func (s *State) Paused() time.Time { return s.sched.paused }
+// Stale reports whether the turns of generation gen are void.
+func (s *State) Stale(gen uint64) bool { return gen != s.sched.gen }
 
-// BucketEnd returns when the current bucket of the meter ends (zero:
-// none began yet). Until then an idle key's success changes nothing but
-// its count, which its driver may make without a step (Event.OK).
-func (s *State) BucketEnd() time.Time {
-	if s.meter.bucket.IsZero() {
-		return time.Time{}
-	}
-	return s.meter.bucket.Add(BucketWidth)
+// Calm reports whether a success at now changes nothing but the count
+// the driver keeps without a step: the key is idle, holds no evidence of
+// a limit, and its meter's bucket lasts.
+func (s *State) Calm(now time.Time) bool {
+	return s.mode == Idle && s.engage.s == 0 && s.meter.inBucket(now)
 }
 
-// Window returns slow start's attempts holding a slot, its slots, and
-// the attempts waiting for one.
-func (s *State) Window() (inflight, slots, waiting int) {
-	return s.start.inflight, s.start.slots, s.start.waiting
+// Unpaced reports whether an attempt at now goes without a turn and
+// without a step but its count: the key is idle and not paused.
+func (s *State) Unpaced(now time.Time) bool {
+	return s.mode == Idle && !s.sched.paused.After(now)
 }
 
-// SlowStartEnds returns when the slow start under way ends at the
-// latest (SlowStartLimit after its first attempt took a slot); zero when
-// the key is not in slow start, or its time limit has not begun.
-func (s *State) SlowStartEnds() time.Time {
-	if s.mode != ModeSlowStart || s.start.began.IsZero() {
-		return time.Time{}
-	}
-	return s.start.began.Add(SlowStartLimit)
-}
+// BucketEnd returns when the meter's current bucket ends; zero before
+// the first event.
+func (s *State) BucketEnd() time.Time { return s.meter.end() }
+
+// Floor returns the share of refusals found not to depend on the rate.
+func (s *State) Floor() float64 { return s.floor }

@@ -1,285 +1,133 @@
 package pacecore
 
 import (
-	"math/rand/v2"
-	"reflect"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
-	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacesim"
 )
 
-// These tests drive a key's state through its seam, step, as package pace's
-// entry does, with the time given: no lock, no clock, no goroutine.
+var epoch = pacesim.Epoch
 
-func throttle(gen uint64) Event {
-	return Event{Kind: Answer, Class: retry.Throttled, Answered: true, ForRate: true, Gen: gen}
-}
-
-func success(gen uint64) Event {
-	return Event{Kind: Answer, Class: retry.Success, Answered: true, OK: 1, Gen: gen}
-}
-
-func TestCoreSlowStart(t *testing.T) {
-	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: 2})
-	require.Equal(t, ModeSlowStart, s.mode)
-	fx := s.Step(pacerEpoch, Event{Kind: Admit})
-	assert.True(t, fx.Slot)
-	assert.True(t, fx.ArmLimit, "the first attempt begins the time limit")
-	assert.Zero(t, fx.Round)
-	fx = s.Step(pacerEpoch, Event{Kind: Admit})
-	assert.True(t, fx.Slot)
-	assert.False(t, fx.ArmLimit, "armed once")
-	fx = s.Step(pacerEpoch, Event{Kind: Admit})
-	assert.False(t, fx.Slot)
-	assert.True(t, fx.WaitSlot, "the window is full")
-
-	// An answer opens one slot more, and wakes the waiter.
-	ok := success(0)
-	ok.Slot = true
-	fx = s.Step(pacerEpoch, ok)
-	assert.True(t, fx.Wake)
-	assert.Equal(t, ModeSlowStart, s.mode, "an attempt waits: slow start goes on")
-	s.Step(pacerEpoch, Event{Kind: Woke})
-	fx = s.Step(pacerEpoch, Event{Kind: Admit})
-	assert.True(t, fx.Slot)
-	assert.Equal(t, 3, s.start.slots)
-
-	// A transport error gives its slot back and opens none.
-	fx = s.Step(pacerEpoch, Event{Kind: Answer, Class: retry.Transient, Slot: true})
-	assert.True(t, fx.Wake)
-	assert.Equal(t, 3, s.start.slots)
-
-	// The time limit of another slow start ends nothing; its own ends it.
-	fx = s.Step(pacerEpoch, Event{Kind: TimeLimit, Round: 1})
-	assert.Equal(t, ModeSlowStart, s.mode)
-	assert.False(t, fx.StopLimit)
-	fx = s.Step(pacerEpoch, Event{Kind: TimeLimit, Round: 0})
-	assert.Equal(t, ModeIdle, s.mode)
-	assert.True(t, fx.StopLimit)
-	assert.True(t, fx.Wake, "the waiters go on")
-	fx = s.Step(pacerEpoch, Event{Kind: Admit})
-	assert.False(t, fx.Slot || fx.WaitSlot, "out of slow start, no slot")
-}
-
-func TestCoreEngagesAndHandsOutTurns(t *testing.T) {
-	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: -1})
-	require.Equal(t, ModeIdle, s.mode)
-	now := pacerEpoch
-	fx := s.Step(now, Event{Kind: Reserve, Sent: 10})
-	assert.False(t, fx.Paced, "idle: no turn")
-	for i := range coldRefusalsToEngage {
-		now = now.Add(time.Millisecond)
-		require.False(t, s.Engaged(), "engaged after %d refusals", i)
-		fx = s.Step(now, throttle(0))
-	}
-	require.Equal(t, ModePaced, s.mode, "three refusals in a row among a new key's first answers")
-	assert.True(t, fx.Void, "engaging voids the turns")
-	interval := s.sched.interval
-	require.Positive(t, interval)
-
-	first := s.Step(now, Event{Kind: Reserve}).Grant
-	require.True(t, first.Paced)
-	assert.Equal(t, interval, first.Turn, "one interval after the cut")
-	assert.Equal(t, s.sched.gen, first.Gen)
-	second := s.Step(now, Event{Kind: Reserve}).Grant
-	assert.Equal(t, 2*interval, second.Turn)
-
-	// Given back while it is the last, a turn is handed out again.
-	s.Step(now, Event{Kind: Cancel, At: second.At, Next: second.Next})
-	again := s.Step(now, Event{Kind: Reserve}).Grant
-	assert.Equal(t, second.At, again.At)
-
-	// Past the deadline, nothing ever accepted: the rate is a guess from
-	// refusals, and the attempt waits for a success (held), taking no
-	// turn.
-	late := s.Step(now, Event{Kind: Reserve, Deadline: now.Add(interval)}).Grant
-	assert.True(t, late.Held)
-	assert.False(t, late.Paced || late.Refused)
-	assert.Equal(t, 3*interval, late.Turn, "the wait it would have had")
-	// A success counted (carried in by any event), the wait is the
-	// limit's: refused, and no turn taken.
-	s.Step(now, Event{Kind: Cancel, OK: 1})
-	late = s.Step(now, Event{Kind: Reserve, Deadline: now.Add(interval)}).Grant
-	assert.True(t, late.Refused)
-	assert.False(t, late.Paced || late.Held)
-	assert.Equal(t, 3*interval, late.Turn, "the wait it would have had")
-	assert.Equal(t, 3*interval, s.Step(now, Event{Kind: Reserve}).Turn)
-
-	// A throttle of a turn paced before the cut cuts nothing more.
-	fill := s.rate.fill
-	s.Step(now, throttle(first.Gen-1))
-	assert.Equal(t, fill, s.rate.fill)
-	// One paced at the rate in force cuts, and voids the turns.
-	fx = s.Step(now.Add(time.Millisecond), throttle(first.Gen))
-	assert.Less(t, s.rate.fill, fill)
-	assert.True(t, fx.Void)
-	assert.True(t, s.Stale(first.Gen))
-}
-
-// A key refused from its first attempt on holds its rate, and a wait past
-// the deadline waits for the hold to end, which the first success ends.
-func TestCoreHoldsThroughAnOutage(t *testing.T) {
-	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: -1})
-	now := pacerEpoch
-	s.Step(now, Event{Kind: Reserve, Sent: 20})
-	for i := 0; s.mode != ModeHeld; i++ {
-		require.Less(t, i, 200, "never held")
-		g := s.Step(now, Event{Kind: Reserve}).Grant
-		now = now.Add(g.Turn)
-		ev := throttle(g.Gen)
-		ev.Sent = 1
-		s.Step(now, ev)
-	}
-	fill := s.rate.fill
-	for range 50 {
-		g := s.Step(now, Event{Kind: Reserve}).Grant
-		now = now.Add(g.Turn)
-		s.Step(now, throttle(g.Gen))
-	}
-	assert.Equal(t, fill, s.rate.fill, "held: no cut")
-	for i := 0; s.Step(now, Event{Kind: Reserve}).Turn < 2*time.Second; i++ {
-		require.Less(t, i, 1_000_000, "the queue never reached 2 s")
-	}
-	g := s.Step(now, Event{Kind: Reserve, Deadline: now.Add(time.Second)}).Grant
-	assert.True(t, g.Held, "past the deadline while held: wait for the hold")
-	assert.False(t, g.Refused || g.Paced)
-	fx := s.Step(now.Add(time.Millisecond), success(s.sched.gen))
-	assert.True(t, fx.Unhold)
-	assert.NotEqual(t, ModeHeld, s.mode)
-}
-
-// A storm's cold outage: a thousand callers at once on a new key, slow
-// start's window sent, the rest waiting for slots, every answer refused.
-// The refusals engage the key at a guess, and the waiters, woken, ask
-// for turns: none is refused for its deadline before the key has had a
-// success, since the rate is no forecast yet; they wait (held), taking
-// no turn, until the server answers. A server's pause past the deadline
-// is still refused at once.
-func TestColdOutageWaitsAreNoForecast(t *testing.T) {
-	s := New(&Config{MinRate: DefaultMinRate, InitialWindow: DefaultInitialWindow})
-	now := pacerEpoch
-	const callers = 1000
-	waiting := 0
-	for range callers {
-		if fx := s.Step(now, Event{Kind: Admit}); fx.WaitSlot {
-			waiting++
-		}
-	}
-	require.Equal(t, callers-DefaultInitialWindow, waiting)
-	now = now.Add(100 * time.Millisecond) // a server busy with a thousand connections
-	for i := 0; !s.Engaged(); i++ {
-		require.Less(t, i, DefaultInitialWindow, "not engaged by the window's refusals")
-		ev := throttle(0)
-		ev.Slot = true
-		if i == 0 {
-			ev.Sent = DefaultInitialWindow
-		}
-		s.Step(now, ev)
-	}
-	deadline := now.Add(8 * time.Second)
-	paced, held := 0, 0
-	for range waiting {
-		s.Step(now, Event{Kind: Woke})
-		require.False(t, s.Step(now, Event{Kind: Admit}).WaitSlot, "slow start ended")
-		g := s.Step(now, Event{Kind: Reserve, Deadline: deadline}).Grant
-		require.False(t, g.Refused, "refused for a deadline %v out, at %.0f/s, nothing ever accepted", g.Turn, s.Rate())
-		if g.Held {
-			held++
-		} else {
-			paced++
-		}
-	}
-	require.Positive(t, held, "the queue at the first cut reached past the deadline (%d paced at %.0f/s)", paced, s.Rate())
-
-	// Paused by the server past the deadline: refused at once.
-	hint := throttle(s.Gen())
-	hint.Hinted, hint.Wait = true, 10*time.Second
-	s.Step(now, hint)
-	g := s.Step(now, Event{Kind: Reserve, Deadline: deadline}).Grant
-	assert.True(t, g.Refused, "a pause past the deadline is the server's word")
-	assert.False(t, g.Held || g.Paced)
-}
-
-// The state is plain values and step reads nothing but its inputs: two
-// copies given the same events agree, field for field, whatever came
-// before.
-func TestCoreIsPure(t *testing.T) {
-	assertPlain(t, reflect.TypeFor[State](), "State")
-	rnd := rand.New(rand.NewPCG(1, 2))
-	cfg := &Config{Adapt: Cubic, MinRate: DefaultMinRate, InitialWindow: 10}
-	a := New(cfg)
-	now := pacerEpoch
-	var b State
-	for i := range 5000 {
-		now = now.Add(time.Duration(rnd.IntN(int(5 * time.Millisecond))))
-		ev := randomEvent(rnd, &a)
-		if i == 1000 {
-			b = a // a copy is the whole state
-		}
-		fa := a.Step(now, ev)
-		if i >= 1000 {
-			fb := b.Step(now, ev)
-			require.Equal(t, fa, fb, "event %d", i)
-			require.Equal(t, a, b, "event %d", i)
-		}
-	}
-	assert.True(t, a.Engaged() || a.meter.sends() > 0, "the events did something")
-}
-
-// assertPlain fails if a field of typ, or of a struct within it, is a
-// lock, an atomic, a channel, a function, a map, a slice, an interface
-// or a pointer other than cfg (the settings, which never change).
-func assertPlain(t *testing.T, typ reflect.Type, path string) {
+// engaged returns a key engaged at now: an accepted answer, then
+// refusals, each an answer of an attempt sent unpaced.
+func engaged(t *testing.T, cfg Config) (*State, time.Time) {
 	t.Helper()
-	if pkg := typ.PkgPath(); pkg == "sync" || pkg == "sync/atomic" || pkg == "context" {
-		t.Errorf("%s is a %s", path, typ)
-		return
+	if cfg.MinRate == 0 {
+		cfg.MinRate = DefaultMinRate
 	}
-	switch typ.Kind() {
-	case reflect.Struct:
-		if typ == reflect.TypeFor[time.Time]() {
-			return
-		}
-		for i := range typ.NumField() {
-			f := typ.Field(i)
-			if path == "State" && f.Name == "cfg" {
-				continue
-			}
-			assertPlain(t, f.Type, path+"."+f.Name)
-		}
-	case reflect.Array:
-		assertPlain(t, typ.Elem(), path+"[]")
-	case reflect.Chan, reflect.Func, reflect.Map, reflect.Slice, reflect.Interface, reflect.Pointer, reflect.UnsafePointer:
-		t.Errorf("%s is a %s", path, typ)
+	st := New(&cfg)
+	at := epoch
+	st.Step(at, Event{Kind: Answer, Accepted: true, Sent: 1})
+	for range 6 {
+		at = at.Add(time.Millisecond)
+		st.Step(at, Event{Kind: Answer, Refused: true, Sent: 1})
+	}
+	if !st.Engaged() {
+		t.Fatalf("not engaged after an accepted answer and six refusals (mode %v)", st.Mode())
+	}
+	return &st, at
+}
+
+// An idle key hands out no turns: its attempts go at once.
+func TestIdleGoes(t *testing.T) {
+	cfg := Config{MinRate: DefaultMinRate}
+	st := New(&cfg)
+	fx := st.Step(epoch, Event{Kind: Reserve})
+	if !fx.Go || fx.Paced {
+		t.Fatalf("Reserve on a new key: %+v; want Go", fx.Grant)
+	}
+	if !st.Unpaced(epoch) {
+		t.Error("a new key is not unpaced")
 	}
 }
 
-// randomEvent returns an event a key in state s could see next.
-func randomEvent(rnd *rand.Rand, s *State) Event {
-	switch rnd.IntN(8) {
-	case 0:
-		return Event{Kind: Admit}
-	case 1:
-		if s.start.inflight > 0 {
-			return Event{Kind: Release}
+// An engaged key hands out turns one interval apart; one past the
+// deadline takes nothing; a turn given back is handed out again.
+func TestTurns(t *testing.T) {
+	st, at := engaged(t, Config{})
+	rate := st.Rate(at)
+	first := st.Step(at, Event{Kind: Reserve})
+	second := st.Step(at, Event{Kind: Reserve})
+	if !first.Paced || !second.Paced {
+		t.Fatalf("Reserve on an engaged key: %+v, %+v; want turns", first.Grant, second.Grant)
+	}
+	gap := second.At.Sub(first.At)
+	if want := time.Duration(float64(time.Second) / rate); gap < want-time.Microsecond || gap > want+time.Microsecond {
+		t.Errorf("turns %v apart at %v/s; want %v", gap, rate, want)
+	}
+	late := st.Step(at, Event{Kind: Reserve, Deadline: second.At})
+	if !late.TooLate || late.Wait <= second.Wait {
+		t.Fatalf("a turn past the deadline: %+v; want TooLate", late.Grant)
+	}
+	st.Step(at, Event{Kind: Cancel, At: second.At, Next: second.Next})
+	again := st.Step(at, Event{Kind: Reserve})
+	if !again.At.Equal(second.At) {
+		t.Errorf("after the last turn was given back, the next is at %v; want %v again", again.At, second.At)
+	}
+}
+
+// A refusal with a server's wait pauses the key until then, and voids
+// the turns handed out.
+func TestServerPause(t *testing.T) {
+	st, at := engaged(t, Config{})
+	turn := st.Step(at, Event{Kind: Reserve})
+	fx := st.Step(at, Event{Kind: Answer, Refused: true, Gen: turn.Gen, Hinted: true, Wait: 3 * time.Second})
+	if !fx.Void || !st.Stale(turn.Gen) {
+		t.Error("a pause did not void the turns handed out")
+	}
+	next := st.Step(at, Event{Kind: Reserve})
+	if next.At.Before(at.Add(3 * time.Second)) {
+		t.Errorf("a turn at %v, within the server's pause", next.At.Sub(at))
+	}
+}
+
+// The rate never falls below MinRate, however many refusals.
+func TestMinRate(t *testing.T) {
+	st, at := engaged(t, Config{MinRate: 2})
+	for range 100 {
+		turn := st.Step(at, Event{Kind: Reserve})
+		at = turn.At
+		st.Step(at, Event{Kind: Answer, Refused: true, Gen: turn.Gen})
+		if st.Engaged() && st.Rate(at) < 2 {
+			t.Fatalf("rate %v below MinRate 2", st.Rate(at))
 		}
-	case 2:
-		return Event{Kind: Reserve, Sent: 1, Deadline: pacerEpoch.Add(time.Duration(rnd.IntN(1 << 40)))}
-	case 3:
-		return Event{Kind: TimeLimit, Round: s.start.round}
 	}
-	classes := []retry.Class{retry.Success, retry.Success, retry.Throttled, retry.Throttled, retry.Transient}
-	ev := Event{Kind: Answer, Class: classes[rnd.IntN(len(classes))], Answered: true, ForRate: true, Gen: s.sched.gen - uint64(rnd.IntN(2))}
-	if ev.Class == retry.Success {
-		ev.OK = 1
+}
+
+// Slow start: a new key has the window's slots of attempts unanswered;
+// the next waits, until an answer frees a slot; and the window opens one
+// slot per success. An answer that no attempt waited for ends it.
+func TestSlowStart(t *testing.T) {
+	cfg := Config{MinRate: DefaultMinRate, InitialWindow: 2}
+	st := New(&cfg)
+	for i := range 2 {
+		if fx := st.Step(epoch, Event{Kind: Reserve}); !fx.Slot {
+			t.Fatalf("attempt %d: %+v; want a slot", i+1, fx.Grant)
+		}
 	}
-	ev.Slot = s.start.inflight > 0 && rnd.IntN(2) == 0
-	if rnd.IntN(20) == 0 {
-		ev.Hinted, ev.Wait = true, time.Duration(rnd.IntN(int(2*time.Second)))
+	fx := st.Step(epoch, Event{Kind: Reserve})
+	if !fx.WaitSlot || !fx.Until.Equal(epoch.Add(SlowStartLimit)) {
+		t.Fatalf("a third attempt: %+v; want to wait for a slot, until %v", fx.Grant, SlowStartLimit)
 	}
-	return ev
+	at := epoch.Add(time.Millisecond)
+	if fx := st.Step(at, Event{Kind: Answer, Accepted: true, Slot: true}); !fx.Wake {
+		t.Error("an answer did not wake the waiter")
+	}
+	for i := range 2 { // one slot freed, one opened
+		if fx := st.Step(at, Event{Kind: Reserve}); !fx.Slot {
+			t.Fatalf("after a success, attempt %d: %+v; want a slot", i+1, fx.Grant)
+		}
+	}
+	for range 3 {
+		st.Step(at, Event{Kind: Answer, Accepted: true, Slot: true})
+	}
+	if st.Mode() != Idle {
+		t.Errorf("mode %v after answers no attempt waited for; want idle", st.Mode())
+	}
+	late := New(&cfg)
+	late.Step(epoch, Event{Kind: Reserve})
+	if fx := late.Step(epoch.Add(SlowStartLimit), Event{Kind: Reserve}); !fx.Go || fx.Slot {
+		t.Errorf("after SlowStartLimit: %+v; want slow start over", fx.Grant)
+	}
 }

@@ -5,15 +5,13 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
-
-	"github.com/backoff-jitter/retry"
 )
 
 // Setup is what a scenario sets of the Pacer, as package pace's Pacer
 // fields of the same names mean them.
 type Setup struct {
 	AIMD          bool // AdaptAIMD, else AdaptCubic
-	InitialWindow int  // 0: the default; negative: no slow start
+	InitialWindow int  // 0 or less: no slow start
 }
 
 // Key is one key of a Pacer, driven from one goroutine on the fake clock
@@ -25,8 +23,8 @@ type Key interface {
 	// Send counts an attempt as sent.
 	Send()
 	// Answer is the outcome of an attempt paced at generation gen (0:
-	// not paced), at at: a response of that class, with no hint.
-	Answer(class retry.Class, gen uint64, at time.Time)
+	// not paced), at at: refused for the rate, or accepted.
+	Answer(refused bool, gen uint64, at time.Time)
 	// State is what the key's state says of itself after an answer.
 	State() State
 }
@@ -39,11 +37,10 @@ type Turn interface {
 
 // State is what a trace records of a key's state.
 type State struct {
-	Rate    float64   // the rate in force
-	Engaged bool      // the key paces its attempts
-	Gen     uint64    // the turns' generation
-	Paused  time.Time // zero: none
-	Held    bool      // the rate is held through an outage
+	Rate    float64 // the rate in force
+	Engaged bool    // the key paces its attempts
+	Mode    uint8   // where the key stands (pacecore.Mode)
+	Gen     uint64  // the turns' generation
 }
 
 func gen(t Turn) uint64 {
@@ -70,13 +67,13 @@ func Run(t testing.TB, k Key, srv *Server, from time.Time, demand float64, n int
 		d, turn := k.Reserve(at)
 		srv.Trace.turn(at, d, gen(turn))
 		at = at.Add(d)
-		class := srv.Answer(at)
-		if class == retry.Throttled {
+		no := srv.Answer(at)
+		if no {
 			refused++
 		}
-		k.Answer(class, gen(turn), at)
+		k.Answer(no, gen(turn), at)
 		st := k.State()
-		srv.Trace.answer(at, class, gen(turn), st)
+		srv.Trace.answer(at, no, gen(turn), st)
 		if srv.OnAnswer != nil {
 			srv.OnAnswer()
 		}
@@ -99,10 +96,11 @@ const (
 type event struct {
 	at    time.Time
 	kind  int
-	tries int         // the attempts of the request refused so far
-	turn  Turn        // due: the turn
-	class retry.Class // answer: the answer
-	gen   uint64      // answer: the generation it was paced at
+	tries int    // the attempts of the request refused so far
+	turn  Turn   // due: the turn
+	no    bool   // answer: refused
+	gen   uint64 // answer: the generation it was paced at
+	key   int    // the index of the client's key (see Shared)
 }
 
 // events is a queue of events by time (container/heap).
@@ -129,39 +127,48 @@ func (q *events) Pop() any {
 // attempts refused on the way.
 func Clients(t testing.TB, k Key, srv *Server, clients, n int, rtt time.Duration, rnd *rand.Rand) (end time.Time, refused int) {
 	t.Helper()
+	return Shared(t, []Key{k}, srv, clients, n, rtt, rnd)
+}
+
+// Shared is Clients for processes that share one server, each with a key
+// of its own (keys[i]), the clients split evenly among them: a limit
+// that several processes, each pacing by itself, run into together.
+func Shared(t testing.TB, keys []Key, srv *Server, clients, n int, rtt time.Duration, rnd *rand.Rand) (end time.Time, refused int) {
+	t.Helper()
 	q := &events{}
-	for range clients {
-		heap.Push(q, event{at: Epoch, kind: want})
+	for c := range clients {
+		heap.Push(q, event{at: Epoch, kind: want, key: c % len(keys)})
 	}
-	send := func(at time.Time, gen uint64, tries int) {
-		k.Send()
-		heap.Push(q, event{at: at.Add(rtt), kind: answer, class: srv.Answer(at), gen: gen, tries: tries})
+	send := func(at time.Time, key int, gen uint64, tries int) {
+		keys[key].Send()
+		heap.Push(q, event{at: at.Add(rtt), kind: answer, no: srv.Answer(at), gen: gen, tries: tries, key: key})
 	}
 	for done := 0; done < n; {
 		e := heap.Pop(q).(event)
 		end = e.at
+		k := keys[e.key]
 		switch {
 		case e.kind == answer:
-			k.Answer(e.class, e.gen, e.at)
-			srv.Trace.answer(e.at, e.class, e.gen, k.State())
-			if e.class == retry.Success {
+			k.Answer(e.no, e.gen, e.at)
+			srv.Trace.answer(e.at, e.no, e.gen, k.State())
+			if !e.no {
 				done++
-				heap.Push(q, event{at: e.at, kind: want})
+				heap.Push(q, event{at: e.at, kind: want, key: e.key})
 				continue
 			}
 			refused++
 			backoff := min(time.Second, 10*time.Millisecond<<min(e.tries, 10))
-			heap.Push(q, event{at: e.at.Add(time.Duration(rnd.Int64N(int64(backoff)))), kind: want, tries: e.tries + 1})
+			heap.Push(q, event{at: e.at.Add(time.Duration(rnd.Int64N(int64(backoff)))), kind: want, tries: e.tries + 1, key: e.key})
 		case e.kind == due && !e.turn.Stale():
-			send(e.at, e.turn.Gen(), e.tries)
+			send(e.at, e.key, e.turn.Gen(), e.tries)
 		default: // wants to go, or its turn is void
 			d, turn := k.Reserve(e.at)
 			srv.Trace.turn(e.at, d, gen(turn))
 			if turn == nil {
-				send(e.at, 0, e.tries) // not engaged
+				send(e.at, e.key, 0, e.tries) // not engaged
 				continue
 			}
-			heap.Push(q, event{at: e.at.Add(d), kind: due, turn: turn, tries: e.tries})
+			heap.Push(q, event{at: e.at.Add(d), kind: due, turn: turn, tries: e.tries, key: e.key})
 		}
 	}
 	return end, refused
@@ -173,5 +180,5 @@ type Unpaced struct{}
 
 func (Unpaced) Reserve(time.Time) (time.Duration, Turn) { return 0, nil }
 func (Unpaced) Send()                                   {}
-func (Unpaced) Answer(retry.Class, uint64, time.Time)   {}
+func (Unpaced) Answer(bool, uint64, time.Time)          {}
 func (Unpaced) State() State                            { return State{} }

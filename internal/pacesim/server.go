@@ -10,8 +10,6 @@ package pacesim
 import (
 	"math/rand/v2"
 	"time"
-
-	"github.com/backoff-jitter/retry"
 )
 
 // Epoch is when every simulation begins.
@@ -48,13 +46,13 @@ type Server struct {
 	used     int
 }
 
-// Answer returns the class of the answer to an attempt sent at at.
-func (s *Server) Answer(at time.Time) retry.Class {
+// Answer reports whether the attempt sent at at is refused.
+func (s *Server) Answer(at time.Time) (refused bool) {
 	if s.Rnd.Float64() < s.Shed {
-		return retry.Throttled
+		return true
 	}
 	if s.Rate == 0 && s.Window == 0 {
-		return retry.Success
+		return false
 	}
 	if s.Lag > 0 {
 		at = at.Add(time.Duration(s.Rnd.Float64() * float64(s.Lag)))
@@ -74,14 +72,14 @@ func (s *Server) Answer(at time.Time) retry.Class {
 	}
 	s.last = at
 	if s.tokens < 1 {
-		return retry.Throttled
+		return true
 	}
 	s.tokens--
-	return retry.Success
+	return false
 }
 
 // windowAnswer is Answer's for a fixed window limiter.
-func (s *Server) windowAnswer(at time.Time) retry.Class {
+func (s *Server) windowAnswer(at time.Time) (refused bool) {
 	if s.first.IsZero() {
 		s.first = at
 	}
@@ -89,8 +87,8 @@ func (s *Server) windowAnswer(at time.Time) retry.Class {
 		s.windowAt, s.used = w, 0
 	}
 	if s.used >= s.Quota {
-		return retry.Throttled
+		return true
 	}
 	s.used++
-	return retry.Success
+	return false
 }

@@ -1,0 +1,37 @@
+// Package pacefb turns what a [retry.Transport] tells a Pacer's turn
+// into what the pacing core weighs: package pace's and package
+// redispace's Pacers share it. (The Transport's own Pacer, in package
+// retry, builds the same from the same rule, [retry.RateLimited].)
+package pacefb
+
+import (
+	"errors"
+
+	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacecore"
+)
+
+// Signal returns what f tells a Pacer whose Refusal is refusal (nil:
+// [retry.RateLimited]): accepted, refused for the rate, or neither.
+func Signal(f retry.Feedback, refusal func(retry.Feedback) bool) pacecore.Signal {
+	if refusal == nil {
+		refusal = retry.RateLimited
+	}
+	switch {
+	case f.Class == retry.Success:
+		return pacecore.Signal{Accepted: true, Hinted: f.Hinted, Wait: f.Wait}
+	case f.Class == retry.Throttled && refusal(f):
+		return pacecore.Signal{Refused: true, Hinted: f.Hinted, Wait: f.Wait}
+	}
+	return pacecore.Signal{} // says nothing of the rate
+}
+
+// TurnError returns err, an error of the core's Wait, as a Pacer returns
+// it: a wait past the deadline as a [*retry.TurnTooLate].
+func TurnError(err error) error {
+	var late *pacecore.TooLate
+	if errors.As(err, &late) {
+		return &retry.TurnTooLate{Wait: late.Wait}
+	}
+	return err
+}
