@@ -9,7 +9,8 @@ import (
 )
 
 // Options returns the Transport's options for AWS APIs: [Classify] as
-// its classifier, and a Pacer of its own, [NewPacer]:
+// its classifier, a Pacer of its own ([NewPacer]), and MaxAttempts
+// [MaxAttempts]:
 //
 //	client := &http.Client{Transport: retry.New(nil, awsretry.Options()...)}
 //
@@ -20,8 +21,16 @@ func Options() []retry.Option {
 	return []retry.Option{
 		retry.WithClassifier(Classify),
 		retry.WithPacer(NewPacer()),
+		retry.WithMaxAttempts(MaxAttempts),
 	}
 }
+
+// MaxAttempts is the attempts of [Options]: a wait for the Pacer's turn
+// spends none, so they are spent on refusals, which come before the Pacer
+// has learned an account's rate (the first seconds of a burst). Four (the
+// Transport's default) let a call refused four times then fail; ten do
+// not, and cost nothing once the rate is learned.
+const MaxAttempts = 10
 
 // NewPacer returns a Pacer for AWS APIs: keyed by the account
 // ([AccountKey]), as AWS limits its APIs' rates per account (Route 53

@@ -12,8 +12,9 @@ import (
 // from many goroutines at once through one RoundTripper over the in-memory
 // base: the per-request cost under contention, where a lock or an atomic
 // shared by every request shows. lib=retry is the Transport with its
-// default budget; lib=retry+pacer adds a Pacer, idle (nothing throttles).
-// Run with -cpu 2,8.
+// defaults (its budget and its own Pacer, idle: nothing throttles);
+// lib=retry+nopacer the same with pacing off; lib=retry+pacer with a
+// pace.Pacer of the caller's. Run with -cpu 1,2,8.
 func BenchmarkParallel(b *testing.B) {
 	libs := []struct {
 		name string
@@ -21,6 +22,9 @@ func BenchmarkParallel(b *testing.B) {
 	}{
 		{"bare", func(base http.RoundTripper) http.RoundTripper { return base }},
 		{"retry", func(base http.RoundTripper) http.RoundTripper { return retry.New(base) }},
+		{"retry+nopacer", func(base http.RoundTripper) http.RoundTripper {
+			return retry.New(base, retry.WithPacer(retry.NoPacer))
+		}},
 		{"retry+pacer", func(base http.RoundTripper) http.RoundTripper {
 			return retry.New(base, retry.WithPacer(&pace.Pacer{}))
 		}},

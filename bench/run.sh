@@ -105,7 +105,7 @@ fi
 if want coldburst; then
 	step "a cold burst of 100 to a healthy host, with and without the Pacer's slow start: $COUNT rounds"
 	rounds coldburst '^BenchmarkColdBurst$'
-	"$bs" -col '/pacer@(none slow-start no-slow-start)' "$OUT/coldburst.txt" | tee "$OUT/benchstat-coldburst.txt"
+	"$bs" -col '/pacer@(none default slow-start)' "$OUT/coldburst.txt" | tee "$OUT/benchstat-coldburst.txt"
 fi
 
 if want coldrtt; then

@@ -22,13 +22,6 @@
 // apart, first come, first served, each after its own backoff. A wait
 // that would end past the request's deadline is not begun.
 //
-// The probe. Unless far more were refused than random shedding could
-// refuse, the rate the key engaged at is a probe: Wald's sequential test
-// of the share refused there. A limit refuses fewer at a lower rate;
-// random shedding (a load balancer dropping a share whatever the load)
-// refuses as many. Found shedding, the key goes back to idle, and that
-// share is its floor: only refusals well above it are evidence again.
-//
 // Cuts and growth. While paced, a refusal of an attempt paced at the rate
 // in force (and more of them than the floor explains) cuts the rate under
 // the rate accepted; successes grow it back along CUBIC's curve
@@ -37,7 +30,9 @@
 // higher. Cuts that find the same capacity again hold it longer each
 // time (2 s, 4 s, 8 s): a steady limit is met, not circled. A chain of
 // cuts that halves the rate while the share refused does not fall is
-// shedding, not a limit, and the key goes back to idle.
+// random shedding (a load balancer dropping a share whatever the load),
+// not a limit: the key goes back to idle, and that share is its floor,
+// so that only refusals well above it are evidence again.
 //
 // Outages. Refusals with nothing accepted for a second (and for four
 // spacings at the rate the client went at) are an outage's: the key goes

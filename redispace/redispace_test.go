@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -134,8 +135,9 @@ func TestFleetSharesTheRate(t *testing.T) {
 		t.Fatalf("after refusals: engaged %v, %v", ea, err)
 	}
 	rb, eb, err := b.Rate(context.Background(), "api.example")
-	if err != nil || !eb || rb != ra {
-		t.Fatalf("the other process reads rate %v (engaged %v, %v); want %v", rb, eb, err, ra)
+	if err != nil || !eb || math.Abs(rb-ra) > ra/100 {
+		// (Read a moment later: the rate grows with time.)
+		t.Fatalf("the other process reads rate %v (engaged %v, %v); want about %v", rb, eb, err, ra)
 	}
 	turn, err = b.Wait(context.Background(), req)
 	if err != nil {

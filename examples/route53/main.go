@@ -101,7 +101,7 @@ func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("route53", flag.ContinueOnError)
 	fs.IntVar(&o.workers, "workers", defaultWorkers, fmt.Sprintf("goroutines, 1 to %d, each making %d calls", maxWorkers, callsPerWorker))
 	fs.BoolVar(&o.defaults, "defaults", false, "use retry's default attempts and backoff instead of the Route 53 settings")
-	fs.BoolVar(&o.pacer, "pacer", true, "a pace.Pacer keyed by the account (access key ID) in the Transport; on unless -defaults or -sdk")
+	fs.BoolVar(&o.pacer, "pacer", true, "a pace.Pacer keyed by the account (access key ID) in the Transport; on unless -defaults or -sdk; off, no pacing at all")
 	fs.StringVar(&o.sdk, "sdk", "", "standard or adaptive: the AWS SDK's own retry mode instead of retry.Transport")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -346,6 +346,8 @@ func run(ctx context.Context, out io.Writer, o options) (*result, error) {
 	if o.pacer {
 		res.pacer = newPacer()
 		pacing = append(pacing, retry.WithPacer(res.pacer))
+	} else {
+		pacing = append(pacing, retry.WithPacer(retry.NoPacer)) // not even the Transport's own
 	}
 	if o.defaults {
 		res.budget = &retry.TokenBucket{} // the default budget, made explicit to watch it

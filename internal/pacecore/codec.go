@@ -10,7 +10,7 @@ import (
 // codecVersion is the first byte of an encoded state. A state encoded by
 // another version is refused: the fleet's keys start afresh (see
 // UnmarshalBinary), as after a Redis restart.
-const codecVersion = 2
+const codecVersion = 3
 
 // errCodec is the error of an encoded state that cannot be read.
 var errCodec = errors.New("pacecore: encoded state of another version, or cut short")
@@ -82,12 +82,6 @@ func code[C coder](c C, s *State) {
 	c.t(&s.sched.paused)
 	c.u64(&s.sched.gen)
 	c.f64(&s.engage.s)
-	p := &s.probe
-	c.f64(&p.llr)
-	c.f64(&p.shed)
-	c.f64(&p.lim)
-	c.i64(&p.n)
-	c.i64(&p.k)
 	w := &s.window
 	ints := [...]*int{&w.slots, &w.inflight, &w.refused}
 	for _, v := range ints {

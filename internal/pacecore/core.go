@@ -5,7 +5,6 @@
 package pacecore
 
 import (
-	"math"
 	"time"
 )
 
@@ -21,7 +20,6 @@ type State struct {
 	curve  rateCurve // the rate in force, cut and grown
 	sched  schedule  // the turns handed out, and the server's pause
 	engage cusum     // while idle: the evidence of a limit
-	probe  sprt      // while probing: a limit or random shedding
 	window window    // slow start's slots
 	gen    genTally  // the answers of attempts paced at the rate in force
 	// half and halfBefore are those paced since the rate in force was
@@ -57,13 +55,14 @@ const (
 // Mode is where a key stands: the transition table (Step) is a switch
 // on it.
 //
-//	SlowStart -> Idle     an answer no attempt waits for, or SlowStartLimit
-//	Idle      -> Probing  the evidence of a limit, at a share random shedding could have
-//	Idle      -> Paced    the evidence of a limit at a share only a limit has; a server's hint
-//	Probing   -> Paced    the refusals fell with the rate: a limit
-//	Probing   -> Idle     they did not: random shedding, its share the floor
-//	Paced     -> Idle     nothing accepted for as long as an outage
-//	Probing   -> Idle     likewise
+//	SlowStart -> Idle   an answer no attempt waits for, or SlowStartLimit
+//	Idle      -> Paced  the evidence of a limit, while something is accepted;
+//	                    a server's hint
+//	SlowStart -> Paced  likewise
+//	Paced     -> Idle   a chain of cuts that halved the rate, the share
+//	                    refused not falling with it: random shedding, its
+//	                    share the floor
+//	Paced     -> Idle   nothing accepted for as long as an outage
 type Mode uint8
 
 const (
@@ -72,20 +71,17 @@ const (
 	// SlowStart: a new key's attempts go unpaced, at most the window's
 	// slots of them unanswered at once.
 	SlowStart
-	// Probing: paced at the rate the key engaged at; the refusals' share
-	// there tells a limit from random shedding, and cuts nothing.
-	Probing
 	// Paced: attempts take turns at the rate in force; refusals cut it,
 	// time grows it.
 	Paced
 )
 
 func (m Mode) String() string {
-	return [...]string{"idle", "slow start", "probing", "paced"}[m]
+	return [...]string{"idle", "slow start", "paced"}[m]
 }
 
 // Engaged reports whether the key paces its attempts.
-func (s *State) Engaged() bool { return s.mode >= Probing }
+func (s *State) Engaged() bool { return s.mode == Paced }
 
 // New returns a new key's state, in slow start if cfg has a window. The
 // state keeps cfg, which must not change after.
@@ -195,7 +191,7 @@ func (s *State) reserve(now, deadline time.Time) Grant {
 			return Grant{Go: true}
 		}
 	}
-	return s.sched.take(now, s.rate(now), deadline)
+	return s.sched.take(now, s.Rate(now), deadline)
 }
 
 // answer learns from an attempt's answer: accepted, or refused for the
@@ -207,7 +203,7 @@ func (s *State) answer(now time.Time, ev Event) (void bool) {
 	case !refused:
 		s.chainStart, s.chainRate = time.Time{}, 0
 	case s.chainStart.IsZero():
-		s.chainStart, s.chainRate = now, max(s.rate(now), s.meter.sendRate(now))
+		s.chainStart, s.chainRate = now, max(s.Rate(now), s.meter.sendRate(now))
 	}
 	current := ev.Gen != 0 && ev.Gen == s.sched.gen
 	if current {
@@ -227,33 +223,13 @@ func (s *State) answer(now time.Time, ev Event) (void bool) {
 			s.start(now)
 			void = true
 		}
-	case Probing:
-		if s.outage(now, refused) {
-			s.disengage()
-			return true
-		}
-		if !current {
-			break
-		}
-		switch s.probe.add(refused) {
-		case limitMet:
-			s.mode = Paced
-			s.curve.cutAt = now // growth begins after the probe
-		case overLimit:
-			s.cut(now, s.rate(now))
-			void = true
-		case shedding:
-			s.floor = min(s.probe.share(), engageHigh)
-			s.disengage()
-			void = true
-		}
 	case Paced:
 		switch {
 		case s.outage(now, refused):
 			s.disengage()
 			void = true
 		case current && refused && s.gen.over(s.floor):
-			s.cut(now, s.rate(now))
+			s.cut(now, s.Rate(now))
 			void = true
 		}
 	}
@@ -261,9 +237,7 @@ func (s *State) answer(now time.Time, ev Event) (void bool) {
 }
 
 // start engages the key, its rate cut from the rate the client was
-// sending at. Unless so many of the recent answers were refused that
-// random shedding could not have refused them, the new rate is a probe:
-// the share refused there tells a limit from shedding (see sprt).
+// sending at.
 func (s *State) start(now time.Time) {
 	s.curve = rateCurve{}
 	s.halfFrom, s.half, s.halfBefore = 0, genTally{}, genTally{}
@@ -271,11 +245,8 @@ func (s *State) start(now time.Time) {
 }
 
 // cut cuts the rate from from, the rate in force or the client's, and
-// begins a new generation of turns (see rateCurve.cut). When the key
-// engages, unless so many of the recent answers were refused that random
-// shedding could not have refused them, the new rate is a probe: the
-// share refused there tells a limit from shedding (see sprt). Each time
-// a chain of cuts halves the rate, the share refused over this half is
+// begins a new generation of turns (see rateCurve.cut). Each time a
+// chain of cuts halves the rate, the share refused over this half is
 // held against the half before: a limit refuses fewer as the rate falls
 // towards it, and a share that did not fall by half, below a limit's, is
 // random shedding, which would otherwise cut the rate down to MinRate.
@@ -286,15 +257,9 @@ func (s *State) cut(now time.Time, from float64) {
 	s.sched.renew(now, s.curve.base)
 	s.gen = genTally{}
 	s.mode = Paced
-	if engaging {
-		n, k := s.meter.answers(now)
-		if tail(n, k, engageHigh) > math.Exp(-evidence) {
-			s.mode = Probing
-			s.probe.begin(float64(k)/float64(max(n, 1)), s.curve.base/max(from, s.curve.base))
-		}
-	} else if s.curve.base > s.halfFrom/2 {
+	if !engaging && s.curve.base > s.halfFrom/2 {
 		return
-	} else if lower, upper := s.half.share(), s.halfBefore.share(); lower < engageHigh && lower >= upper/2 {
+	} else if lower, upper := s.half.share(), s.halfBefore.share(); !engaging && lower < engageHigh && lower >= upper/2 {
 		s.floor = (s.half.k + s.halfBefore.k) / (s.half.n + s.halfBefore.n)
 		s.disengage()
 		return
@@ -328,23 +293,17 @@ func (s *State) outage(now time.Time, refused bool) bool {
 	return now.Sub(s.chainStart) >= quiet
 }
 
-// rate returns the rate in force at now, in requests per second: 0 while
+// Rate returns the rate in force at now, in requests per second: 0 while
 // the key is not engaged.
-func (s *State) rate(now time.Time) float64 {
-	switch s.mode {
-	case Probing:
-		return s.curve.base // the probe weighs one rate
-	case Paced:
-		return max(s.curve.at(now, s.cfg), s.cfg.MinRate)
+func (s *State) Rate(now time.Time) float64 {
+	if s.mode != Paced {
+		return 0
 	}
-	return 0
+	return max(s.curve.at(now, s.cfg), s.cfg.MinRate)
 }
 
 // Mode returns where the key stands.
 func (s *State) Mode() Mode { return s.mode }
-
-// Rate returns the rate in force at now: 0 while the key is not engaged.
-func (s *State) Rate(now time.Time) float64 { return s.rate(now) }
 
 // Gen returns the generation of the turns handed out now.
 func (s *State) Gen() uint64 { return s.sched.gen }
@@ -368,6 +327,3 @@ func (s *State) Unpaced(now time.Time) bool {
 // BucketEnd returns when the meter's current bucket ends; zero before
 // the first event.
 func (s *State) BucketEnd() time.Time { return s.meter.end() }
-
-// Floor returns the share of refusals found not to depend on the rate.
-func (s *State) Floor() float64 { return s.floor }

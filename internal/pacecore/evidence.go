@@ -2,8 +2,8 @@ package pacecore
 
 import "math"
 
-// The evidence of a limit: sequential tests of the share of attempts
-// refused, each deciding at the same weight of evidence.
+// The evidence of a limit: tests of the share of attempts refused, each
+// deciding at the same weight of evidence.
 
 // cusum is Page's CUSUM of an idle key's answers: the log-likelihood
 // ratio of a limit's share of refusals (p1) against one cheaper to retry
@@ -39,56 +39,6 @@ func (c *cusum) add(refused bool, floor float64) bool {
 	}
 	return c.s >= evidence
 }
-
-// sprt is Wald's sequential test of a key that engaged at a share of
-// refusals random shedding could have (ref), now paced lower, at ratio
-// times the rate it sent at. Random shedding refuses as many at the lower
-// rate; a limit refuses fewer, 1 - (1-ref)/ratio of them (what it
-// accepted, spread over fewer attempts), and at most a quarter fewer than
-// shedding would, or the test cannot tell them apart. Far more refusals
-// than shedding's are neither: the lower rate is still over a limit.
-type sprt struct {
-	llr       float64 // for shedding, against a limit
-	shed, lim float64 // the shares refused at the lower rate, if shedding and if a limit
-	n, k      int64   // the answers weighed, and the refusals among them
-}
-
-func (p *sprt) begin(ref, ratio float64) {
-	shed := min(max(ref, 0.01), engageHigh)
-	*p = sprt{shed: shed, lim: min(max(1-(1-ref)/ratio, 0), 0.75*shed)}
-	p.lim = max(p.lim, shed/4)
-}
-
-// probe verdicts.
-const (
-	undecided = iota
-	limitMet  // the refusals fell with the rate
-	shedding  // they did not
-	overLimit // far more than shedding's: the lower rate is still too high
-)
-
-// add weighs an answer of the lower rate and returns the verdict so far.
-func (p *sprt) add(refused bool) int {
-	p.n++
-	if refused {
-		p.k++
-		p.llr += math.Log(p.shed / p.lim)
-	} else {
-		p.llr += math.Log((1 - p.shed) / (1 - p.lim))
-	}
-	switch {
-	case refused && tail(p.n, p.k, p.shed) <= math.Exp(-evidence):
-		return overLimit
-	case p.llr <= -evidence:
-		return limitMet
-	case p.llr >= evidence && p.share() < (1+p.shed)/2:
-		return shedding // and about shedding's share refused, not far more
-	}
-	return undecided
-}
-
-// share returns the share refused at the lower rate.
-func (p *sprt) share() float64 { return float64(p.k) / float64(max(p.n, 1)) }
 
 // tail returns the probability of k or more successes in n trials of
 // probability q: the binomial's upper tail.

@@ -128,13 +128,6 @@ func (m *meter) accepted(now time.Time) (rate float64, samples int64) {
 	return float64(t.ok) / spanFrom(t.firstOK, now), t.ok
 }
 
-// answers returns the answers the rates are read over, and the refusals
-// among them.
-func (m *meter) answers(now time.Time) (n, k int64) {
-	t, _ := m.read(now)
-	return t.ok + t.refused, t.refused
-}
-
 // inBucket reports whether now falls in the newest bucket.
 func (m *meter) inBucket(now time.Time) bool {
 	return !m.start.IsZero() && now.Sub(m.start) < BucketWidth

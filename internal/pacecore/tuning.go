@@ -25,9 +25,8 @@ const (
 	minSamples    = 4                      // fewest successes a capacity is read from: fewer say little of a rate
 	capacityShare = 0.98                   // the rate is set this far below a capacity measured: below it, not far below
 
-	// The evidence: Page's CUSUM engages a key, Wald's SPRT decides its
-	// probe, each between a share of refusals a limit causes and one it
-	// does not.
+	// The evidence: Page's CUSUM engages a key, between a share of
+	// refusals a limit causes and one it does not.
 	engageLow    = 0.25 // a share this low is cheaper to retry than to pace
 	engageHigh   = 0.5  // a share this high is a limit's, never random shedding
 	evidence     = 4.6  // ln 100: the log-likelihood ratio that decides, wrong about once in a hundred
