@@ -75,4 +75,3 @@ func FuzzAccessKeyID(f *testing.F) {
 		}
 	})
 }
-
