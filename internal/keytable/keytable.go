@@ -101,34 +101,38 @@ func (t *Table[V]) Peek(key string) *Entry[V] {
 func (t *Table[V]) Use(key string) *Entry[V] {
 	for {
 		if v, ok := t.m.Load(key); ok {
-			e := v.(*Entry[V])
-			e.active.Add(1)
-			if !e.forgotten.Load() {
+			if e := v.(*Entry[V]); e.hold() {
 				return e
 			}
-			// Dropped between the load and the count: the table holds a
-			// new entry for the key, or will on the next load.
-			e.active.Add(-1)
 			continue
 		}
 		now := t.now()
 		fresh := &Entry[V]{Value: t.New(key), born: now}
 		fresh.active.Store(1) // before it is stored: a sweep never drops it
-		if v, loaded := t.m.LoadOrStore(key, fresh); loaded {
-			if t.Drop != nil {
-				t.Drop(fresh.Value)
-			}
-			e := v.(*Entry[V])
-			e.active.Add(1)
-			if !e.forgotten.Load() {
-				return e
-			}
-			e.active.Add(-1)
-			continue
+		v, loaded := t.m.LoadOrStore(key, fresh)
+		if !loaded {
+			t.added(now)
+			return fresh
 		}
-		t.added(now)
-		return fresh
+		if t.Drop != nil {
+			t.Drop(fresh.Value)
+		}
+		if e := v.(*Entry[V]); e.hold() {
+			return e
+		}
 	}
+}
+
+// hold counts a use of e and reports whether e is still its key's: one
+// the table dropped between the lookup and the count is not (the table
+// holds a new entry for the key, or will on the next lookup).
+func (e *Entry[V]) hold() bool {
+	e.active.Add(1)
+	if !e.forgotten.Load() {
+		return true
+	}
+	e.active.Add(-1)
+	return false
 }
 
 // Done ends a use that Use began.
