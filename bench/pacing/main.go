@@ -213,7 +213,7 @@ var strategies = []strategy{
 	{name: "FullJitter"}, // the Transport's own Pacer
 	{name: "FullJitter+Pacer(CUBIC)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptCubic} }},
 	{name: "FullJitter+Pacer(AIMD)", pacer: func() *pace.Pacer { return &pace.Pacer{Adapt: pace.AdaptAIMD} }},
-	{name: "FullJitter+Pacer(slow start)", pacer: func() *pace.Pacer { return &pace.Pacer{InitialWindow: pace.DefaultInitialWindow} }},
+	{name: "FullJitter+Pacer(slow-start)", pacer: func() *pace.Pacer { return &pace.Pacer{InitialWindow: pace.DefaultInitialWindow} }},
 	{name: "FullJitter+Limiter(known)", known: true, noPacer: true},
 	// The Transport's defaults but MaxAttempts: its budget, backoff and
 	// own Pacer (docs/pacing.md's "a rate limit is finished").
