@@ -53,7 +53,10 @@ type coder interface {
 func code[C coder](c C, s *State) {
 	mode := int64(s.mode)
 	c.i64(&mode)
-	s.mode = Mode(mode)
+	s.mode = Mode(255) // refused by UnmarshalBinary: a mode out of range
+	if mode >= 0 && mode <= int64(Paced) {
+		s.mode = Mode(mode)
+	}
 	m := &s.meter
 	c.t(&m.start)
 	head := int64(m.head)
