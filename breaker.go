@@ -73,16 +73,15 @@ func (r *roundTrip) unadmit() {
 	}
 }
 
-// trip reports outcome o, of class c, on circuit, the Breaker's turn of
-// its attempt (nil without a Breaker), as the Pacer is told it, and a
-// transient answer's server wait too (Feedback.Wait; a throttle's is there
-// already): a Breaker may hold the circuit open that long.
-func (r *roundTrip) trip(circuit Turn, o Outcome, c Class) {
+// trip reports feedback f, of an attempt's outcome o, on circuit, the
+// Breaker's turn of that attempt (nil without a Breaker), and a transient
+// answer's server wait too (Feedback.Wait; a throttle's is there already):
+// a Breaker may hold the circuit open that long.
+func (r *roundTrip) trip(circuit Turn, o Outcome, f Feedback) {
 	if circuit == nil {
 		return
 	}
-	f := r.feedback(o, c)
-	if c == Transient && o.Response != nil {
+	if f.Class == Transient && o.Response != nil {
 		f.Wait, f.Hinted = ServerWait(o.Response.Header, r.s.now(), r.s.rateLimitReset)
 	}
 	circuit.Done(f)
@@ -92,13 +91,13 @@ func (r *roundTrip) trip(circuit Turn, o Outcome, c Class) {
 // (either nil), of its outcome o, of class c, and reports whether o
 // refused the attempt for the rate (RateLimited).
 func (r *roundTrip) report(turn, circuit Turn, o Outcome, c Class) (limited bool) {
-	if turn != nil || c == Throttled {
-		f := r.feedback(o, c)
-		limited = RateLimited(f)
-		if turn != nil {
-			turn.Done(f)
-		}
+	if turn == nil && circuit == nil && c != Throttled {
+		return false // no one to tell, and no clock to read
 	}
-	r.trip(circuit, o, c)
-	return limited
+	f := r.feedback(o, c)
+	if turn != nil {
+		turn.Done(f)
+	}
+	r.trip(circuit, o, f)
+	return RateLimited(f)
 }

@@ -81,10 +81,7 @@ func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
 	case Throttled:
 		f.Wait, f.Hinted = ServerWait(o.Response.Header, r.s.now(), r.s.rateLimitReset)
 	case Success:
-		// Most successes carry no quota: no parse, and no clock read.
-		if h := o.Response.Header; len(h["Ratelimit"]) > 0 || len(h["Ratelimit-Remaining"]) > 0 {
-			f.Wait, f.Hinted = quotaExhausted(h, r.s.now())
-		}
+		f.Wait, f.Hinted = quotaExhausted(o.Response.Header, r.s.now)
 	}
 	f.Wait = min(f.Wait, r.s.maxRetryAfter) // no Transport's wait is longer
 	return f

@@ -168,7 +168,7 @@ func TestQuotaExhausted(t *testing.T) {
 		for i := 0; i+1 < len(tt.header); i += 2 {
 			h.Set(tt.header[i], tt.header[i+1])
 		}
-		wait, ok := quotaExhausted(h, now)
+		wait, ok := quotaExhausted(h, func() time.Time { return now })
 		if wait != tt.wait || ok != tt.ok {
 			t.Errorf("%s: quotaExhausted = %v, %v; want %v, %v", tt.name, wait, ok, tt.wait, tt.ok)
 		}

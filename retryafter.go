@@ -184,6 +184,3 @@ func untilUnix(sec, nsec int64, now time.Time) time.Duration {
 	sec = min(sec, 1<<62)
 	return max(time.Unix(sec, nsec).Sub(now), 0)
 }
-
-// quotaExhausted reports the wait a response announces while it still
-// succeeds: an IETF RateLimit field whose quota is spent (r=0), or a

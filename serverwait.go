@@ -295,13 +295,16 @@ func parseRateLimitLine(s string) (wait time.Duration, exhausted, ok bool) {
 	return wait, exhausted, true
 }
 
-// RateLimit-Remaining of 0 with its RateLimit-Reset.
-func quotaExhausted(h http.Header, now time.Time) (time.Duration, bool) {
+// quotaExhausted reports the wait a response announces while it still
+// succeeds: an IETF RateLimit field whose quota is spent (r=0), or a
+// RateLimit-Remaining of 0 with its RateLimit-Reset. It reads the clock
+// only for the latter: most successes carry no quota.
+func quotaExhausted(h http.Header, now func() time.Time) (time.Duration, bool) {
 	if d, ok := rateLimitWait(h["Ratelimit"]); ok {
 		return d, true
 	}
-	if v := h.Get("Ratelimit-Remaining"); v != "" && !quotaRemains(v) {
-		return legacyResetWait(h, now)
+	if h.Get("Ratelimit-Remaining") != "" {
+		return legacyResetWait(h, now()) // no wait while the quota remains
 	}
 	return 0, false
 }

@@ -119,8 +119,8 @@ type Transport struct {
 	// use: package [github.com/backoff-jitter/retry/pace]'s with its
 	// defaults, which paces nothing for a host until the host refuses
 	// requests for their rate (and then learns the host's rate from its
-	// refusals), at the cost of a few atomic operations and no allocation
-	// per attempt. [NoPacer] turns pacing off. A pace.Pacer of your own
+	// refusals), at the cost of a map lookup, two clock reads and a few
+	// atomic operations per attempt, and no allocation. [NoPacer] turns pacing off. A pace.Pacer of your own
 	// configures it, and may be shared by several Transports.
 	Pacer Pacer
 

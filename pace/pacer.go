@@ -9,12 +9,13 @@
 // # The rules, per key (the host unless Key says otherwise)
 //
 // Idle. A key that has not been refused paces nothing: its attempts go
-// at once, at the cost of a few atomic operations and no allocation. Its
-// answers are weighed: Page's CUSUM of the refusals, between a share a
-// limit causes (half or more) and one cheaper to retry than to pace (a
-// quarter or less), engages the key at a log-likelihood ratio of 100 to 1
-// (seven refusals in a row; three among a new key's first answers), and
-// only while the server accepts something: an outage teaches no rate.
+// at once, at the cost of a map lookup, two clock reads and a few atomic
+// operations, and no allocation. Its answers are weighed: Page's CUSUM of
+// the refusals, between a share a limit causes (half or more) and one
+// cheaper to retry than to pace (a quarter or less), engages the key at a
+// log-likelihood ratio of 100 to 1 (seven refusals in a row; three among a
+// new key's first answers), and only while the server accepts something:
+// an outage teaches no rate.
 //
 // Engaging. The rate is cut from the rate the client was sending at: to
 // under the rate the server accepted lately, or by the curve's own cut

@@ -32,6 +32,7 @@ package redispace
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"sync"
@@ -160,8 +161,10 @@ func (p *Pacer) Validate() error {
 	switch {
 	case p.Client == nil:
 		return errors.New("redispace: Pacer.Client is nil")
-	case p.Timeout < 0 || p.RetryAfter < 0:
-		return errors.New("redispace: Pacer.Timeout and RetryAfter must not be negative")
+	case p.Timeout < 0:
+		return fmt.Errorf("redispace: Pacer.Timeout %v is negative", p.Timeout)
+	case p.RetryAfter < 0:
+		return fmt.Errorf("redispace: Pacer.RetryAfter %v is negative", p.RetryAfter)
 	}
 	s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt)}
 	return s.Validate("redispace: Pacer")

@@ -231,7 +231,7 @@ func (h *handle) Await(ctx context.Context, g pacecore.Grant) (bool, error) {
 	if !g.Paced {
 		return false, h.p.doSleep(ctx, time.Duration(float64(slotPoll)*(0.5+rand.Float64())))
 	}
-	due := h.p.clock().Add(g.Wait - h.p.clock().Sub(h.last.read))
+	due := h.last.read.Add(g.Wait) // g.Wait counts from the reply
 	if at, ok := h.p.fleet.local(g.At); ok && h.p.redisNow == nil && h.p.now == nil {
 		due = at
 	}

@@ -40,11 +40,9 @@ type Table[V any] struct {
 	// New makes a new key's value. It must not be nil.
 	New func(key string) *V
 	// Keep, if not nil, reports whether a value is worth keeping longer
-	// than others when the table is over Max (an engaged Pacer key, an
-	// open circuit): those go last.
+	// than others when the table is over Max (a Pacer key that is not
+	// idle): those go last.
 	Keep func(*V) bool
-	// Drop, if not nil, is called with a value the table forgets.
-	Drop func(*V)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -113,9 +111,6 @@ func (t *Table[V]) Use(key string) *Entry[V] {
 		if !loaded {
 			t.added(now)
 			return fresh
-		}
-		if t.Drop != nil {
-			t.Drop(fresh.Value)
 		}
 		if e := v.(*Entry[V]); e.hold() {
 			return e
@@ -223,8 +218,5 @@ func (t *Table[V]) forget(k any, e *Entry[V]) {
 	}
 	if t.m.CompareAndDelete(k, e) {
 		t.count.Add(-1)
-		if t.Drop != nil {
-			t.Drop(e.Value)
-		}
 	}
 }

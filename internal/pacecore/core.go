@@ -252,17 +252,19 @@ func (s *State) start(now time.Time) {
 // random shedding, which would otherwise cut the rate down to MinRate.
 func (s *State) cut(now time.Time, from float64) {
 	accepted, samples := s.meter.accepted(now)
-	engaging := s.halfFrom == 0
 	s.curve.cut(now, from, accepted, samples, s.cfg)
 	s.sched.renew(now, s.curve.base)
 	s.gen = genTally{}
 	s.mode = Paced
-	if !engaging && s.curve.base > s.halfFrom/2 {
-		return
-	} else if lower, upper := s.half.share(), s.halfBefore.share(); !engaging && lower < engageHigh && lower >= upper/2 {
-		s.floor = (s.half.k + s.halfBefore.k) / (s.half.n + s.halfBefore.n)
-		s.disengage()
-		return
+	if s.halfFrom != 0 { // a chain of cuts under way: has it halved the rate?
+		if s.curve.base > s.halfFrom/2 {
+			return
+		}
+		if lower, upper := s.half.share(), s.halfBefore.share(); lower < engageHigh && lower >= upper/2 {
+			s.floor = (s.half.k + s.halfBefore.k) / (s.half.n + s.halfBefore.n)
+			s.disengage()
+			return
+		}
 	}
 	s.halfFrom, s.halfBefore, s.half = s.curve.base, s.half, genTally{}
 }
@@ -279,16 +281,16 @@ func (s *State) disengage() {
 func (s *State) accepting() bool { return s.meter.sum().ok > 0 }
 
 // outage reports whether an engaged key's refusals are an outage's:
-// nothing accepted since the first of them, for outageTime and for four
-// spacings at the rate the client went at then (a slow limit's successes
-// are far apart).
+// nothing accepted since the first of them, for outageTime and for the
+// time minSamples answers take at the rate the client went at then (a
+// slow limit's successes are far apart), an hour at most.
 func (s *State) outage(now time.Time, refused bool) bool {
 	if !refused || s.chainStart.IsZero() {
 		return false
 	}
 	quiet := outageTime
 	if s.chainRate > 0 {
-		quiet = max(quiet, time.Duration(min(4/s.chainRate, 3600)*float64(time.Second)))
+		quiet = max(quiet, time.Duration(min(minSamples/s.chainRate, time.Hour.Seconds())*float64(time.Second)))
 	}
 	return now.Sub(s.chainStart) >= quiet
 }

@@ -2,11 +2,6 @@ package pacecore
 
 import "time"
 
-// meterBuckets is how many buckets of BucketWidth the meter keeps: two
-// seconds, enough for minSamples successes of a limit of a few requests
-// a second.
-const meterBuckets = 8
-
 // meter counts a key's attempts sent and its answers, accepted and
 // refused, in buckets of BucketWidth. Its rates and shares are read over
 // the fewest latest buckets, two at least, that hold minSamples

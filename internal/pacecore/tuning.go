@@ -21,6 +21,7 @@ const (
 
 	// The meter.
 	BucketWidth   = 250 * time.Millisecond // rates are read over one to two buckets: a few round trips, short enough to follow a burst
+	meterBuckets  = 8                      // buckets the meter keeps: 2 s, enough for minSamples successes of a limit of a few requests a second
 	minElapsed    = 10 * time.Millisecond  // shortest time a rate is read over: a burst's answers come within it
 	minSamples    = 4                      // fewest successes a capacity is read from: fewer say little of a rate
 	capacityShare = 0.98                   // the rate is set this far below a capacity measured: below it, not far below
