@@ -88,12 +88,13 @@ func (a *widgetsAPI) inject(route string, faults ...fault) {
 	a.faults[route] = append(a.faults[route], faults...)
 }
 
-// exhaust uses up the API key's quota, as other clients sharing the key
-// would.
+// exhaust uses up the API key's quota for the next second, as other
+// clients sharing the key would: a request in that second is refused
+// however long the client's Pacer holds it first.
 func (a *widgetsAPI) exhaust() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.tokens, a.last = 0, time.Now()
+	a.tokens, a.last = 1-a.rate, time.Now()
 }
 
 // Hits returns the requests received so far.
