@@ -36,7 +36,7 @@ type Hedge struct {
 	Delay time.Duration
 
 	// Percentile, if not zero, takes the delay from the latencies of the
-	// host's latest attempts (up to 64, answered or failed; a copy
+	// key's latest attempts ([RequestKey]: the host's by default) (up to 64, answered or failed; a copy
 	// cancelled counts the time it ran): their Percentile-th percentile,
 	// 0 < Percentile < 100, once 16 are known, and never shorter than
 	// Delay, which is the delay until then. 95 hedges about one attempt
@@ -89,7 +89,7 @@ func (r *roundTrip) hedgeDelay() time.Duration {
 	if h.Percentile == 0 {
 		return h.Delay
 	}
-	if d, ok := r.s.latencies.percentile(r.req.URL.Host, h.Percentile); ok {
+	if d, ok := r.s.latencies.percentile(RequestKey(r.req), h.Percentile); ok {
 		return max(d, h.Delay)
 	}
 	return h.Delay
@@ -99,7 +99,7 @@ func (r *roundTrip) hedgeDelay() time.Duration {
 // the call's hedge reads it.
 func (r *roundTrip) recordLatency(took time.Duration) {
 	if r.s.hedge.Percentile != 0 {
-		r.s.latencies.record(r.req.URL.Host, took)
+		r.s.latencies.record(RequestKey(r.req), took)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // after latencyMinSamples of them, and follows the host as old answers
 // leave the window.
 func TestLatencyPercentile(t *testing.T) {
-	var l latencies
+	l := newLatencies(nil)
 	for i := 1; i < latencyMinSamples; i++ {
 		l.record("a", time.Duration(i)*time.Millisecond)
 	}
@@ -44,7 +44,7 @@ func TestLatencyPercentile(t *testing.T) {
 // The kept percentile is recomputed after latencyRecompute answers, not
 // on every call.
 func TestLatencyPercentileKept(t *testing.T) {
-	var l latencies
+	l := newLatencies(nil)
 	for range latencyMinSamples {
 		l.record("a", time.Millisecond)
 	}
@@ -62,13 +62,24 @@ func TestLatencyPercentileKept(t *testing.T) {
 	assert.Equal(t, time.Millisecond, got, "another percentile is computed afresh")
 }
 
-// The table holds at most maxLatencyHosts hosts.
-func TestLatencyHostsBounded(t *testing.T) {
-	var l latencies
-	for i := range 3 * maxLatencyHosts {
-		l.record(fmt.Sprint("host", i), time.Millisecond)
+// The windows kept are bounded, and the ones forgotten first are the
+// longest unused: a busy host keeps its window among many new ones.
+func TestLatencyKeysBounded(t *testing.T) {
+	now := time.Now()
+	l := newLatencies(func() time.Time { return now })
+	for range latencyMinSamples {
+		l.record("busy", time.Millisecond)
 	}
-	assert.Len(t, l.hosts, maxLatencyHosts)
+	for i := range 3 * maxLatencyKeys {
+		now = now.Add(100 * time.Millisecond)
+		l.record(fmt.Sprint("host", i), time.Millisecond)
+		if i%100 == 0 {
+			l.record("busy", time.Millisecond)
+		}
+	}
+	assert.LessOrEqual(t, l.table.Len(), maxLatencyKeys)
+	_, ok := l.percentile("busy", 50)
+	assert.True(t, ok, "the busy host's window was forgotten")
 }
 
 // Under a Percentile, the hedge delay is the percentile of the host's

@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"time"
 )
@@ -67,6 +68,10 @@ func WithPacer(p Pacer) Option { return func(t *Transport) { t.Pacer = p } }
 
 // WithBreaker sets [Transport.Breaker].
 func WithBreaker(b Breaker) Option { return func(t *Transport) { t.Breaker = b } }
+
+// WithKey sets [Transport.Key]. Among a request's options
+// ([ContextWithOptions]) it keys that request.
+func WithKey(f func(*http.Request) string) Option { return func(t *Transport) { t.Key = f } }
 
 // WithOnRetry sets [Transport.OnRetry].
 func WithOnRetry(f func(Event)) Option { return func(t *Transport) { t.OnRetry = f } }

@@ -115,6 +115,8 @@ func fillTransport(t *testing.T, tr *Transport) {
 				fv.Set(reflect.ValueOf(Spread(0.1)))
 			case "BeforeAttempt":
 				fv.Set(reflect.ValueOf(func(Prepare) error { return nil }))
+			case "Key":
+				fv.Set(reflect.ValueOf(func(*http.Request) string { return "tenant" }))
 			default:
 				t.Fatalf("the test does not know how to set Transport.%s", f.Name)
 			}

@@ -51,11 +51,7 @@ func newOwnPacer(s *settings) *ownPacer {
 }
 
 func (p *ownPacer) Wait(ctx context.Context, req *http.Request) (Turn, error) {
-	var key string
-	if req.URL != nil {
-		key = req.URL.Host
-	}
-	k := p.store.OpenKey(key)
+	k := p.store.OpenKey(RequestKey(req))
 	t, err := pacecore.Wait(ctx, k)
 	if err != nil {
 		var late *pacecore.TooLate

@@ -31,9 +31,10 @@ type settings struct {
 	serverJitter   Jitter // nil: none
 	waitFloor      func(Outcome) time.Duration
 	attemptHeader  string
-	budget         Budget  // nil: no budget
-	pacer          Pacer   // nil: no pacing
-	breaker        Breaker // nil: no circuit breaking
+	budget         Budget                     // nil: no budget
+	pacer          Pacer                      // nil: no pacing
+	breaker        Breaker                    // nil: no circuit breaking
+	key            func(*http.Request) string // nil: URL.Host
 	onRetry        func(Event)
 	onGiveUp       func(Event)
 	onDone         func(Summary)
@@ -79,13 +80,13 @@ func (t *Transport) resolve() (settings, error) {
 		attemptHeader:  t.AttemptHeader,
 		pacer:          t.Pacer,
 		breaker:        t.Breaker,
+		key:            t.Key,
 		onRetry:        t.OnRetry,
 		onGiveUp:       t.OnGiveUp,
 		onDone:         t.OnDone,
 		beforeAttempt:  t.BeforeAttempt,
 		hedge:          t.Hedge,
 		onHedge:        t.OnHedge,
-		latencies:      new(latencies),
 		now:            t.now,
 		sleep:          t.sleep,
 		rand:           t.rand,
@@ -120,6 +121,7 @@ func (t *Transport) resolve() (settings, error) {
 	if s.rand == nil {
 		s.rand = rand.Float64
 	}
+	s.latencies = newLatencies(s.now)
 	switch t.Pacer.(type) {
 	case nil:
 		s.pacer = newOwnPacer(&s)
@@ -186,6 +188,9 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 		c.pacer = o.Pacer
 	}
 	c.breaker = cmp.Or(o.Breaker, s.breaker)
+	if o.Key != nil {
+		c.key = o.Key
+	}
 	c.onRetry = bothEvents(s.onRetry, o.OnRetry)
 	c.onGiveUp = bothEvents(s.onGiveUp, o.OnGiveUp)
 	c.onDone = bothSummaries(s.onDone, o.OnDone)

@@ -126,10 +126,17 @@ type Transport struct {
 
 	// Breaker, if not nil, is asked before every attempt, the first
 	// included, and fails the call at once, before anything is sent,
-	// while the circuit of the request's host is open (reason
+	// while the circuit of the request's key is open (reason
 	// StopBreaker). Package [github.com/backoff-jitter/retry/breaker]
 	// provides one per host. Nil means no circuit breaking.
 	Breaker Breaker
+
+	// Key maps a request to the server state it counts against: its
+	// Pacer key, its circuit, its hedging latency window. Nil means the
+	// request's host (URL.Host). A Pacer or Breaker with a Key of its own
+	// uses that instead. Key is called once per call, and must be safe for
+	// concurrent use. See [RequestKey].
+	Key func(*http.Request) string
 
 	// Hedge, if its Delay is set, sends copies of an attempt that goes
 	// unanswered that long, when the request is safe to replay, and
@@ -269,6 +276,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		err = checkContentLength(req)
 	}
 	r := roundTrip{s: s, req: req}
+	if err == nil {
+		r.req = s.withKey(req)
+	}
 	if s.timed() {
 		r.timed, r.start = true, s.now()
 	}

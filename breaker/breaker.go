@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/keytable"
 )
 
 // State is a circuit's state.
@@ -67,12 +68,20 @@ const (
 	windowBuckets = 10
 )
 
-// Breaker is a circuit breaker per key, the request's host unless Key
-// says otherwise. The zero value is ready to use; fields must not be
-// changed after first use. It is safe for concurrent use.
+// Breaker is a circuit breaker per key: the Transport's key of the
+// request ([retry.RequestKey], its host unless [retry.Transport.Key] says
+// otherwise) unless Key says otherwise. The zero value is ready to use;
+// fields must not be changed after first use. It is safe for concurrent
+// use.
+//
+// Its circuits are kept in a bounded table: a circuit with no attempt out
+// is forgotten once unused for ten minutes, and, when more than MaxKeys
+// are kept, the longest unused go first, closed ones before others. A
+// forgotten circuit that is used again starts closed, with no failures
+// counted.
 type Breaker struct {
-	// Key maps a request to its circuit; nil means URL.Host. It must be
-	// safe for concurrent use.
+	// Key maps a request to its circuit; nil means [retry.RequestKey]. It
+	// must be safe for concurrent use.
 	Key func(*http.Request) string
 	// Failures is how many failures in a row open a circuit. Zero means
 	// 5; negative turns the count off.
@@ -99,10 +108,25 @@ type Breaker struct {
 	// with its key, outside the circuit's lock. It must be safe for
 	// concurrent use.
 	OnStateChange func(key string, from, to State)
+	// MaxKeys is the most circuits kept while no attempt of theirs is
+	// out. Zero means 10,000.
+	MaxKeys int
+	// Clock is the clock of the circuits' times; nil means the real one.
+	// A test gives the clock its Transports share (retrytest.Clock).
+	Clock retry.Clock
 
-	circuits sync.Map // key string -> *circuit
-	// now is the clock; nil means time.Now.
-	now func() time.Time
+	once     sync.Once
+	circuits keytable.Table[circuit]
+}
+
+func (b *Breaker) init() {
+	b.once.Do(func() {
+		b.circuits.Max, b.circuits.Now = b.MaxKeys, b.clock
+		b.circuits.New = func(key string) *circuit { return &circuit{b: b, key: key} }
+		// A circuit that is open, half open or counting failures is
+		// worth keeping over a quiet one.
+		b.circuits.Keep = (*circuit).eventful
+	})
 }
 
 // Validate reports invalid settings.
@@ -120,17 +144,20 @@ func (b *Breaker) Validate() error {
 		return fmt.Errorf("breaker: MinRequests %d is negative", b.MinRequests)
 	case b.Probes < 0:
 		return fmt.Errorf("breaker: Probes %d is negative", b.Probes)
+	case b.MaxKeys < 0:
+		return fmt.Errorf("breaker: MaxKeys %d is negative", b.MaxKeys)
 	}
 	return nil
 }
 
 // State returns the state of key's circuit; Closed for a key never seen.
 func (b *Breaker) State(key string) State {
-	v, ok := b.circuits.Load(key)
-	if !ok {
+	b.init()
+	e := b.circuits.Peek(key)
+	if e == nil {
 		return Closed
 	}
-	c := v.(*circuit)
+	c := e.Value
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stateAt(b.clock())
@@ -147,6 +174,7 @@ func (b *Breaker) Allow(req *http.Request) (retry.Turn, error) {
 	case Open:
 		until := c.until
 		c.mu.Unlock()
+		c.release(now)
 		return nil, &retry.CircuitOpen{Key: c.key, Until: until}
 	case HalfOpen:
 		if c.state == Open { // OpenFor has passed: the first probe
@@ -156,6 +184,7 @@ func (b *Breaker) Allow(req *http.Request) (retry.Turn, error) {
 		if c.probing >= b.probes() {
 			if end := c.probeAt.Add(b.openFor()); now.Before(end) {
 				c.mu.Unlock()
+				c.release(now)
 				return nil, &retry.CircuitOpen{Key: c.key, Until: end}
 			}
 			// The probes out went unanswered for OpenFor: they hold
@@ -176,25 +205,27 @@ func (b *Breaker) Allow(req *http.Request) (retry.Turn, error) {
 	return (*closedTurn)(c), nil
 }
 
-// circuit returns req's key's circuit, made on first use.
+// circuit returns req's key's circuit, made on first use, in use until
+// its release.
 func (b *Breaker) circuit(req *http.Request) *circuit {
+	b.init()
 	var key string
-	switch {
-	case b.Key != nil:
+	if b.Key != nil {
 		key = b.Key(req)
-	case req.URL != nil:
-		key = req.URL.Host
+	} else {
+		key = retry.RequestKey(req)
 	}
-	if v, ok := b.circuits.Load(key); ok {
-		return v.(*circuit)
+	e := b.circuits.Use(key)
+	c := e.Value
+	if c.entry.Load() == nil {
+		c.entry.Store(e)
 	}
-	v, _ := b.circuits.LoadOrStore(key, &circuit{b: b, key: key})
-	return v.(*circuit)
+	return c
 }
 
 func (b *Breaker) clock() time.Time {
-	if b.now != nil {
-		return b.now()
+	if b.Clock != nil {
+		return b.Clock.Now()
 	}
 	return time.Now()
 }

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"sync"
@@ -21,7 +22,10 @@ type fakeClock struct {
 	t  time.Time
 }
 
-func (c *fakeClock) now() time.Time {
+// Sleep is never called: a Breaker only reads the clock.
+func (c *fakeClock) Sleep(context.Context, time.Duration) error { panic("breaker slept") }
+
+func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.t
@@ -35,7 +39,7 @@ func (c *fakeClock) advance(d time.Duration) {
 
 func newBreaker(b *Breaker) (*Breaker, *fakeClock) {
 	clk := &fakeClock{t: epoch}
-	b.now = clk.now
+	b.Clock = clk
 	return b, clk
 }
 
@@ -259,8 +263,7 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	v, _ := b.circuits.Load("api.example")
-	c := v.(*circuit)
+	c := b.circuits.Peek("api.example").Value
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.probing != 0 {

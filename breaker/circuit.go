@@ -2,16 +2,19 @@ package breaker
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/keytable"
 )
 
 // circuit is one key's state machine: Closed, Open until until, then
 // HalfOpen with probing attempts out.
 type circuit struct {
-	b   *Breaker
-	key string
+	b     *Breaker
+	key   string
+	entry atomic.Pointer[keytable.Entry[circuit]] // its place in b's table
 
 	mu      sync.Mutex
 	state   State     // Closed, Open or HalfOpen (Open past until reads as HalfOpen)
@@ -38,6 +41,18 @@ func (c *circuit) stateAt(now time.Time) State {
 	return c.state
 }
 
+// release ends, at now, the use of c that Breaker.circuit began: a
+// refusal, or the end of the attempt it let go.
+func (c *circuit) release(now time.Time) { c.b.circuits.DoneAt(c.entry.Load(), now) }
+
+// eventful reports whether c is open, half open or counting failures: a
+// circuit the table keeps longer than a quiet one.
+func (c *circuit) eventful() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state != Closed || c.inRow > 0 || c.failed != [windowBuckets]int{}
+}
+
 // failure reports whether an outcome of class counts against the circuit,
 // and success whether it shows the server up.
 func failure(class retry.Class) bool { return class == retry.Transient || class == retry.Unsent }
@@ -50,6 +65,7 @@ type closedTurn circuit
 func (t *closedTurn) Done(f retry.Feedback) {
 	c := (*circuit)(t)
 	now := c.b.clock()
+	defer c.release(now)
 	c.mu.Lock()
 	if c.state != Closed {
 		c.mu.Unlock() // opened meanwhile by another attempt
@@ -65,7 +81,10 @@ func (t *closedTurn) Done(f retry.Feedback) {
 	c.b.changed(c.key, Closed, Open)
 }
 
-func (t *closedTurn) Abandon() {}
+func (t *closedTurn) Abandon() {
+	c := (*circuit)(t)
+	c.release(c.b.clock())
+}
 
 // newProbes begins a generation of probes at now, with none out. c.mu
 // must be held.
@@ -83,6 +102,7 @@ type probe struct {
 func (p *probe) Done(f retry.Feedback) {
 	c := p.c
 	now := c.b.clock()
+	defer c.release(now)
 	c.mu.Lock()
 	if p.gen != c.probeGen {
 		c.mu.Unlock() // it went unanswered for too long, and others went
@@ -111,6 +131,7 @@ func (p *probe) Done(f retry.Feedback) {
 
 func (p *probe) Abandon() {
 	c := p.c
+	defer c.release(c.b.clock())
 	c.mu.Lock()
 	if p.gen == c.probeGen {
 		c.probing--

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -169,6 +170,59 @@ func TestHedgeLosersAreNoFailures(t *testing.T) {
 			}
 			if st := br.State(strings.TrimPrefix(strings.TrimPrefix(s.url, "http://"), "https://")); st != Closed {
 				t.Errorf("state %v; want closed", st)
+			}
+		})
+	}
+}
+
+// The Transport's Key keys a Breaker without one: two hosts of one tenant
+// share a circuit, and a request's own key (WithKey among its options)
+// puts it in another. Over every protocol.
+func TestTransportKey(t *testing.T) {
+	var downHits, upHits atomic.Int32
+	down := servers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		downHits.Add(1)
+		http.Error(w, "broken", http.StatusInternalServerError)
+	}))
+	up := servers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upHits.Add(1)
+		w.WriteHeader(http.StatusOK)
+	}))
+	tenant := func(*http.Request) string { return "tenant" }
+	for name, d := range down {
+		t.Run(name, func(t *testing.T) {
+			downHits.Store(0)
+			upHits.Store(0)
+			br, _ := newBreaker(&Breaker{Failures: 2})
+			rt := retry.New(d.base, retry.WithBreaker(br), retry.WithMaxAttempts(1), retry.WithKey(tenant))
+			// One base reaches both servers: they speak the same protocol,
+			// and httptest's TLS servers share one certificate.
+			send := func(ctx context.Context, url string) (*http.Response, error) {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+				return rt.RoundTrip(req)
+			}
+			for range 2 {
+				resp, err := send(context.Background(), d.url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+			}
+			if st := br.State("tenant"); st != Open {
+				t.Fatalf("the tenant's circuit is %v; want open", st)
+			}
+			_, err := send(context.Background(), up[name].url)
+			if !errors.Is(err, retry.ErrCircuitOpen) || upHits.Load() != 0 {
+				t.Fatalf("another host of the tenant: %v, %d hits; want refused unsent", err, upHits.Load())
+			}
+			own := retry.ContextWithOptions(context.Background(), retry.WithKey(func(r *http.Request) string { return r.URL.Host }))
+			resp, err := send(own, up[name].url)
+			if err != nil {
+				t.Fatalf("a request keyed by its host: %v", err)
+			}
+			resp.Body.Close()
+			if downHits.Load() != 2 || upHits.Load() != 1 {
+				t.Errorf("hits %d and %d; want 2 and 1", downHits.Load(), upHits.Load())
 			}
 		})
 	}

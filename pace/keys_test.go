@@ -3,12 +3,15 @@ package pace
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/pacecore"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -67,4 +70,31 @@ func TestConcurrentTurns(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// A Pacer without a Key counts a request against the Transport's key
+// (retry.RequestKey); one with a Key, against its own.
+func TestTransportKey(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	tenant := retry.WithKey(func(*http.Request) string { return "tenant" })
+	for _, tc := range []struct {
+		pacer *Pacer
+		want  string
+	}{
+		{&Pacer{}, "tenant"},
+		{&Pacer{Key: func(*http.Request) string { return "account" }}, "account"},
+	} {
+		rt := retry.New(nil, retry.WithPacer(tc.pacer), tenant)
+		req, _ := http.NewRequest("GET", srv.URL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		rt.CloseIdleConnections()
+		held := tc.pacer.store.Peek(tc.want, func(*pacecore.State, time.Time) {})
+		assert.True(t, held, "key %q", tc.want)
+		assert.Equal(t, 1, tc.pacer.store.Len())
+	}
 }

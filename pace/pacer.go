@@ -94,10 +94,11 @@ const DefaultInitialWindow = pacecore.DefaultInitialWindow
 // changed after first use. A Pacer is safe for concurrent use, and may be
 // shared by several Transports.
 type Pacer struct {
-	// Key maps a request to the limit it counts against. Nil means the
-	// request's host (URL.Host); an API limited per account (Route 53
-	// allows five requests a second per account) keys by the account.
-	// It must be safe for concurrent use.
+	// Key maps a request to the limit it counts against. Nil means
+	// [retry.RequestKey]: the Transport's key, by default the request's
+	// host (URL.Host). An API limited per account (Route 53 allows five
+	// requests a second per account) keys by the account. It must be safe
+	// for concurrent use.
 	Key func(*http.Request) string
 
 	// MinRate is the slowest the Pacer paces a key, in requests per
@@ -137,7 +138,11 @@ type Pacer struct {
 
 func (p *Pacer) init() {
 	p.once.Do(func() {
-		p.settings = pacecore.Settings{Key: p.Key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: p.InitialWindow}
+		key := p.Key
+		if key == nil {
+			key = retry.RequestKey
+		}
+		p.settings = pacecore.Settings{Key: key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: p.InitialWindow}
 		p.store.Config = p.settings.Config()
 		p.store.MaxKeys, p.store.Now, p.store.Sleep = p.MaxKeys, p.now, p.sleep
 		p.store.Owner = p

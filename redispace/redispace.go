@@ -88,8 +88,9 @@ type Pacer struct {
 	Client redis.UniversalClient
 
 	// Key maps a request to the limit it counts against, as
-	// [pace.Pacer.Key]. Nil means the request's host. It must be safe
-	// for concurrent use.
+	// [pace.Pacer.Key]. Nil means [retry.RequestKey]: the Transport's
+	// key, by default the request's host. It must be safe for concurrent
+	// use.
 	Key func(*http.Request) string
 
 	// Prefix is put before every key in Redis. Empty means "retry:pace:".
@@ -176,7 +177,11 @@ func (p *Pacer) init() {
 	if window == 0 {
 		window = pace.DefaultInitialWindow
 	}
-	p.settings = pacecore.Settings{Key: p.Key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: window}
+	key := p.Key
+	if key == nil {
+		key = retry.RequestKey
+	}
+	p.settings = pacecore.Settings{Key: key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: window}
 	p.locks.New = func(string) *sync.Mutex { return new(sync.Mutex) }
 	p.cfg = p.settings.Config()
 	p.fallback = p.Fallback

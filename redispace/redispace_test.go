@@ -6,6 +6,7 @@ import (
 	"flag"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -210,5 +211,37 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (&Pacer{Client: rdb}).Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A Pacer without a Key counts a request against the Transport's key
+// (retry.RequestKey): a tenant's refusals engage the tenant's key.
+func TestTransportKey(t *testing.T) {
+	rdb, _ := startRedis(t)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) > 1 {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer srv.Close()
+	p := &Pacer{Client: rdb}
+	rt := retry.New(nil, retry.WithPacer(p), retry.WithMaxAttempts(1),
+		retry.WithKey(func(*http.Request) string { return "tenant" }))
+	defer rt.CloseIdleConnections()
+	for range 6 {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if _, engaged, err := p.Rate(context.Background(), "tenant"); err != nil || !engaged {
+		t.Errorf("the tenant's key: engaged %v, %v", engaged, err)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if _, engaged, err := p.Rate(context.Background(), host); err != nil || engaged {
+		t.Errorf("the host's key: engaged %v, %v", engaged, err)
 	}
 }

@@ -131,10 +131,13 @@ func (e *Entry[V]) hold() bool {
 }
 
 // Done ends a use that Use began.
-func (t *Table[V]) Done(e *Entry[V]) {
+func (t *Table[V]) Done(e *Entry[V]) { t.DoneAt(e, t.now()) }
+
+// DoneAt is Done for a caller that has just read the table's clock: now.
+func (t *Table[V]) DoneAt(e *Entry[V], now time.Time) {
 	// Stored at most once per lastGrain: a store on every use would keep
 	// the entry's cache line moving between the cores.
-	if at := int64(t.now().Sub(e.born)); at-e.last.Load() >= int64(lastGrain) {
+	if at := int64(now.Sub(e.born)); at-e.last.Load() >= int64(lastGrain) {
 		e.last.Store(at)
 	}
 	e.active.Add(-1)
