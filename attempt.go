@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
-	"time"
 )
 
 // attemptRequest builds the request of one attempt: a shallow clone of the
@@ -33,7 +32,7 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 			// A timer rather than a deadline, so that it can be stopped
 			// when the response is returned: the timeout bounds the
 			// attempt, not the caller's reading of the body.
-			a.timer = time.AfterFunc(r.s.attemptTimeout, func() { cancel(ErrAttemptTimeout) })
+			a.timer = r.s.afterFunc(r.s.attemptTimeout, func() { cancel(ErrAttemptTimeout) })
 		}
 	}
 	if !r.safe {
@@ -110,15 +109,13 @@ func (r *roundTrip) checkLength(body io.ReadCloser) io.ReadCloser {
 // timeout and is safe to replay.
 type attempt struct {
 	cancel context.CancelCauseFunc
-	timer  *time.Timer
+	timer  timer
 	trace  *writeTrace
 }
 
 // release ends the attempt's context and timer.
 func (a attempt) release() {
-	if a.timer != nil {
-		a.timer.Stop()
-	}
+	a.timer.stop()
 	if a.cancel != nil {
 		a.cancel(errAttemptDone)
 	}
@@ -152,9 +149,7 @@ func (a attempt) cause(parent, actx context.Context, err error) error {
 // released when the body is closed rather than now, so the caller can still
 // read the body.
 func (a attempt) keepAlive(resp *http.Response) *http.Response {
-	if a.timer != nil {
-		a.timer.Stop()
-	}
+	a.timer.stop()
 	if a.cancel == nil {
 		return resp
 	}

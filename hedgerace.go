@@ -257,7 +257,7 @@ func (r *roundTrip) hedge(ctx context.Context, d due, delay time.Duration) *copy
 // outcome the call goes on with, and releases its attempt.
 func (r *roundTrip) dispose(ans *answer) {
 	if ans.resp != nil {
-		drain(ans.resp.Body, drainLimit, drainTimeout)
+		r.s.drain(ans.resp.Body, drainLimit, drainTimeout)
 	}
 	ans.c.a.release()
 }
@@ -277,7 +277,7 @@ func (r *roundTrip) cancelLosers(flying map[*copyOf]bool, answers <-chan answer)
 		// percentile the next delays are taken from.
 		r.recordLatency(ans.took)
 		if ans.resp != nil && ans.resp.Body != nil {
-			drain(ans.resp.Body, drainLimit, drainTimeout)
+			r.s.drain(ans.resp.Body, drainLimit, drainTimeout)
 		}
 		ans.c.a.release()
 		f := Feedback{Class: Undecided}

@@ -327,9 +327,9 @@ func (r *roundTrip) discard(o Outcome) {
 	switch {
 	case o.Response == nil:
 	case r.s.pacer != nil || r.s.breaker != nil || r.s.budget != nil:
-		r.kept = keep(o.Response, drainLimit, drainTimeout)
+		r.kept = r.s.keep(o.Response, drainLimit, drainTimeout)
 	default:
-		drain(o.Response.Body, drainLimit, drainTimeout)
+		r.s.drain(o.Response.Body, drainLimit, drainTimeout)
 	}
 }
 

@@ -145,14 +145,14 @@ func (b *peekedBody) Close() error {
 // connection is reused as after drain. It returns resp with the body in
 // memory, or nil (resp closed) when the body was longer or slower than
 // that.
-func keep(resp *http.Response, limit int64, timeout time.Duration) *http.Response {
+func (s *settings) keep(resp *http.Response, limit int64, timeout time.Duration) *http.Response {
 	body := resp.Body
 	if body == nil || body == http.NoBody {
 		return resp
 	}
-	stop := time.AfterFunc(timeout, func() { body.Close() })
+	t := s.afterFunc(timeout, func() { body.Close() })
 	b, err := io.ReadAll(io.LimitReader(body, limit+1))
-	stop.Stop()
+	t.stop()
 	body.Close()
 	if err != nil || int64(len(b)) > limit {
 		return nil
@@ -166,13 +166,13 @@ func keep(resp *http.Response, limit int64, timeout time.Duration) *http.Respons
 // (net/http reuses a connection only after its body was read to EOF). A body
 // that trickles is closed after timeout; one longer than limit is closed
 // unread, which costs its connection but bounds the work.
-func drain(body io.ReadCloser, limit int64, timeout time.Duration) {
+func (s *settings) drain(body io.ReadCloser, limit int64, timeout time.Duration) {
 	if body == nil || body == http.NoBody {
 		return
 	}
-	stop := time.AfterFunc(timeout, func() { body.Close() })
+	t := s.afterFunc(timeout, func() { body.Close() })
 	_, _ = io.CopyN(io.Discard, body, limit)
-	if stop.Stop() {
+	if t.stop() {
 		body.Close()
 	}
 }

@@ -48,6 +48,9 @@ type settings struct {
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
 	rand  func() float64
+	// timers runs the attempt timeouts and drain bounds; nil: the real
+	// clock's.
+	timers TimerClock
 }
 
 // timed reports whether the times of a call are measured: a hook wants
@@ -107,6 +110,7 @@ func (t *Transport) resolve() (settings, error) {
 	}
 	if t.Clock != nil {
 		s.now, s.sleep = t.Clock.Now, t.Clock.Sleep
+		s.timers, _ = t.Clock.(TimerClock)
 	}
 
 	if t.Random != nil {

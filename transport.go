@@ -183,11 +183,14 @@ type Transport struct {
 	BeforeAttempt func(Prepare) error
 
 	// Clock, if not nil, is the clock the Transport reads and sleeps on
-	// between attempts: a fake one in tests, such as
+	// between attempts, and times hedges by: a fake one in tests, such as
 	// [github.com/backoff-jitter/retry/retrytest.Clock]. Nil means the
-	// real one. AttemptTimeout's timer and context deadlines are
-	// net/http's and package context's, on the real clock; a Pacer or a
-	// Breaker reads a clock of its own.
+	// real one. A [TimerClock] (retrytest.Clock is one) also drives
+	// AttemptTimeout and the bound on draining a discarded body. The
+	// Transport's own Pacer uses it too; a pace.Pacer or breaker.Breaker
+	// given to the Transport has a Clock field of its own, which a test
+	// sets to the same clock. Context deadlines stay on the real clock:
+	// start a fake clock at time.Now() when requests carry them.
 	Clock Clock
 
 	// Random, if not nil, supplies the uniform numbers in [0, 1) that the

@@ -127,13 +127,14 @@ type Pacer struct {
 	// use. Zero means 10,000.
 	MaxKeys int
 
+	// Clock is the clock the Pacer reads and waits for turns on; nil means
+	// the real one. A test gives the clock its Transports share
+	// (retrytest.Clock).
+	Clock retry.Clock
+
 	once     sync.Once
 	settings pacecore.Settings
 	store    pacecore.MemStore
-
-	// Seams for tests: the clock and the sleep. Nil means the real ones.
-	now   func() time.Time
-	sleep func(ctx context.Context, d time.Duration) error
 }
 
 func (p *Pacer) init() {
@@ -144,7 +145,10 @@ func (p *Pacer) init() {
 		}
 		p.settings = pacecore.Settings{Key: key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: p.InitialWindow}
 		p.store.Config = p.settings.Config()
-		p.store.MaxKeys, p.store.Now, p.store.Sleep = p.MaxKeys, p.now, p.sleep
+		p.store.MaxKeys = p.MaxKeys
+		if p.Clock != nil {
+			p.store.Now, p.store.Sleep = p.Clock.Now, p.Clock.Sleep
+		}
 		p.store.Owner = p
 	})
 }

@@ -21,7 +21,7 @@ import (
 // paces with it on the same clock.
 func fakePacer(p *Pacer, base http.RoundTripper, opts ...retry.Option) (*retry.Transport, *retrytest.Clock) {
 	clock := retrytest.NewClock(time.Now())
-	p.now, p.sleep = clock.Now, clock.Sleep
+	p.Clock = clock
 	opts = append([]retry.Option{retry.WithPacer(p), retry.WithClock(clock), retry.WithRandom(func() float64 { return 0.5 })}, opts...)
 	return retry.New(base, opts...), clock
 }

@@ -2,7 +2,10 @@
 // [github.com/backoff-jitter/retry.Transport]:
 //
 //   - [Clock], a fake clock the Transport accepts (retry.WithClock), that
-//     records every wait and never sleeps;
+//     records every wait and never sleeps, and whose timers (the
+//     Transport's attempt timeouts and drain bound) run when the test
+//     advances it; a pace.Pacer or breaker.Breaker takes the same clock
+//     in its Clock field;
 //   - [Script], a RoundTripper to give the Transport as its base, whose
 //     steps answer (with any header, Retry-After included), fail before
 //     the request is written (unsent), fail after it was written (a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -144,5 +145,40 @@ func TestClock(t *testing.T) {
 	}
 	if w := c.Waits(); len(w) != 1 || w[0] != time.Second {
 		t.Errorf("Waits = %v", w)
+	}
+}
+
+// The Clock's timers run in the order of their times once Sleep or
+// Advance moves it past them, never before; a stopped one never runs, and
+// AwaitTimers sees them set.
+func TestClockTimers(t *testing.T) {
+	c := retrytest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var _ retry.TimerClock = c
+	var ran []string
+	c.AfterFunc(3*time.Second, func() { ran = append(ran, "3s") })
+	c.AfterFunc(time.Second, func() { ran = append(ran, "1s") })
+	stop := c.AfterFunc(2*time.Second, func() { ran = append(ran, "2s") })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.AwaitTimers(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(999 * time.Millisecond)
+	if len(ran) != 0 {
+		t.Fatalf("ran %v before their time", ran)
+	}
+	if !stop() || stop() {
+		t.Error("stop of a pending timer: want true once, then false")
+	}
+	if err := c.Sleep(context.Background(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ran) != "[1s 3s]" {
+		t.Errorf("ran %v; want [1s 3s]", ran)
+	}
+	short, cancelShort := context.WithCancel(context.Background())
+	cancelShort()
+	if err := c.AwaitTimers(short, 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("AwaitTimers with none pending = %v", err)
 	}
 }
