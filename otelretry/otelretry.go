@@ -15,6 +15,13 @@
 // Transport, the token would be fetched once and replayed on every
 // attempt: a retry after the token expired is refused with 401.
 //
+// [Metrics] records the Transport's retries as OpenTelemetry metrics:
+// attempts, retries by class, give-ups by reason, a histogram of the waits
+// before retries, hedged copies, the retry budget's tokens, a breaker's
+// state changes, and the rate of each key a Pacer paces (for a bounded
+// number of keys). Its hooks allocate nothing. examples/prometheus
+// exports them to Prometheus.
+//
 // It is a module of its own, so that package retry keeps its single
 // run-time dependency.
 package otelretry

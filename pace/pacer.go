@@ -190,6 +190,19 @@ func (p *Pacer) Rate(key string) (float64, bool) {
 	return rate, engaged
 }
 
+// Rates calls f with each key p paces now and its rate, as Rate gives
+// it, until f returns false: for a metric of the keys engaged. Keys
+// engaged or forgotten meanwhile may be seen or not.
+func (p *Pacer) Rates(f func(key string, rate float64) bool) {
+	p.init()
+	p.store.Range(func(key string) bool {
+		if rate, engaged := p.Rate(key); engaged {
+			return f(key, rate)
+		}
+		return true
+	})
+}
+
 // turn is an attempt's turn on a key that paces it, or its slot of slow
 // start.
 type turn struct {

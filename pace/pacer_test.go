@@ -97,6 +97,13 @@ func TestEngagesAndPaces(t *testing.T) {
 	rate, engaged := p.Rate(srv.Listener.Addr().String())
 	require.True(t, engaged, "seven refusals in a row engage the key")
 	assert.Less(t, rate, 1e6)
+	idle := httptest.NewRequest("GET", "http://idle.example/", nil)
+	turn, err := p.Wait(context.Background(), idle)
+	require.NoError(t, err)
+	turn.Done(retry.Feedback{Class: retry.Success})
+	rates := map[string]float64{}
+	p.Rates(func(key string, r float64) bool { rates[key] = r; return true })
+	assert.Equal(t, map[string]float64{srv.Listener.Addr().String(): rate}, rates, "Rates lists the engaged key alone")
 	assert.Greater(t, len(clock.Waits()), 7, "the paced retries waited for their turns besides their backoffs")
 	assert.GreaterOrEqual(t, budget.Tokens(), 500-6*5, "refusals retried before the key engaged are charged; paced ones are not")
 }

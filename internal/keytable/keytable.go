@@ -94,6 +94,13 @@ func (t *Table[V]) Peek(key string) *Entry[V] {
 	return nil
 }
 
+// Range calls f with each key the table holds and its value, until f
+// returns false, as sync.Map's Range does: a key added or dropped
+// meanwhile may be seen or not.
+func (t *Table[V]) Range(f func(key string, v *V) bool) {
+	t.m.Range(func(k, e any) bool { return f(k.(string), e.(*Entry[V]).Value) })
+}
+
 // Use returns key's entry, made on first use, counted in use until its
 // Done.
 func (t *Table[V]) Use(key string) *Entry[V] {

@@ -79,6 +79,12 @@ func (s *MemStore) Peek(key string, f func(st *State, now time.Time)) bool {
 	return true
 }
 
+// Range calls f with each key the store holds, until f returns false.
+func (s *MemStore) Range(f func(key string) bool) {
+	s.init()
+	s.table.Range(func(key string, _ *MemKey) bool { return f(key) })
+}
+
 // Len returns how many keys the store holds.
 func (s *MemStore) Len() int { return s.table.Len() }
 
