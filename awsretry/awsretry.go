@@ -93,9 +93,12 @@ func IsConflictCode(code string) bool {
 // RateRefusal reports whether a throttled outcome that a
 // [github.com/backoff-jitter/retry/pace.Pacer] is told of refused the
 // request for its rate: false for the conflict codes (see
-// [IsConflictCode]), which come at any rate, and true otherwise, an
-// error response without a code and a 429 or 503 included. Set it as
-// the Pacer's Refusal with [Classify] as the Transport's classifier:
+// [IsConflictCode]), which come at any rate; true for the other throttle
+// codes (Throttling, SlowDown, ...); and for an answer without one, what
+// [retry.RateLimited] says: a 429 is, a 503 that gives no server wait is
+// not (a balancer with no healthy backend, a full queue: an outage, not a
+// rate). Set it as the Pacer's Refusal with [Classify] as the Transport's
+// classifier:
 //
 //	pacer := &pace.Pacer{Refusal: awsretry.RateRefusal}
 //	rt := retry.New(nil, retry.WithClassifier(awsretry.Classify), retry.WithPacer(pacer))
@@ -103,7 +106,13 @@ func IsConflictCode(code string) bool {
 // It reads the error code as [ErrorCode] does, and leaves the body whole.
 func RateRefusal(f retry.Feedback) bool {
 	code, ok := ErrorCode(f.Response)
-	return !ok || !IsConflictCode(code)
+	switch {
+	case ok && IsConflictCode(code):
+		return false
+	case ok && IsThrottleCode(code):
+		return true
+	}
+	return retry.RateLimited(f)
 }
 
 // transientCodes are the codes the SDKs retry as transient: the server gave

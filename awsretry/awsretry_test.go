@@ -358,31 +358,37 @@ func FuzzErrorCode(f *testing.F) {
 }
 
 // RateRefusal tells a Pacer that a conflict is no refusal for the rate,
-// and every other throttle is; it leaves the body whole for the caller.
+// every other throttle code is, and an answer without a code is what
+// retry.RateLimited says (a bare 503 is an outage, unless it names a
+// wait); it leaves the body whole for the caller.
 func TestRateRefusal(t *testing.T) {
 	require.True(t, slices.IsSorted(conflictCodes), "IsConflictCode's binary search needs a sorted list")
 	for _, code := range conflictCodes {
 		assert.True(t, IsThrottleCode(code), "conflict code %q is no throttle code: the Transport would not replay it", code)
 	}
 	dynamoConflict := `{"__type":"com.amazonaws.dynamodb.v20120810#TransactionInProgressException","message":"Transaction is ongoing for the item"}`
+	slowDown := `<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`
 	for _, tt := range []struct {
 		name   string
 		status int
 		header http.Header
 		body   string
+		hinted bool
 		want   bool
 	}{
-		{"Route 53 Throttling", 400, nil, route53Throttling, true},
-		{"Route 53 PriorRequestNotComplete", 400, nil, route53Prior, false},
-		{"DynamoDB ProvisionedThroughputExceededException", 400, nil, dynamoThrottle, true},
-		{"DynamoDB TransactionInProgressException", 400, nil, dynamoConflict, false},
-		{"conflict in x-amzn-ErrorType", 400, http.Header{"X-Amzn-Errortype": {"PriorRequestNotComplete:http://internal"}}, "", false},
-		{"429 without a body", 429, nil, "", true},
-		{"503 with a body that is no error document", 503, nil, "<html>busy</html>", true},
+		{"Route 53 Throttling", 400, nil, route53Throttling, false, true},
+		{"Route 53 PriorRequestNotComplete", 400, nil, route53Prior, false, false},
+		{"DynamoDB ProvisionedThroughputExceededException", 400, nil, dynamoThrottle, false, true},
+		{"DynamoDB TransactionInProgressException", 400, nil, dynamoConflict, false, false},
+		{"conflict in x-amzn-ErrorType", 400, http.Header{"X-Amzn-Errortype": {"PriorRequestNotComplete:http://internal"}}, "", false, false},
+		{"429 without a body", 429, nil, "", false, true},
+		{"503 with a body that is no error document", 503, nil, "<html>busy</html>", false, false},
+		{"503 with a server wait", 503, http.Header{"Retry-After": {"1"}}, "", true, true},
+		{"S3 503 SlowDown", 503, nil, slowDown, false, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := newResponse(tt.status, tt.header, tt.body)
-			assert.Equal(t, tt.want, RateRefusal(retry.Feedback{Class: retry.Throttled, Response: resp}))
+			assert.Equal(t, tt.want, RateRefusal(retry.Feedback{Class: retry.Throttled, Response: resp, Hinted: tt.hinted}))
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			assert.Equal(t, tt.body, string(b), "the body after RateRefusal")

@@ -79,16 +79,19 @@ func TestSummarize(t *testing.T) {
 func TestGoal(t *testing.T) {
 	base := Summary{Strategy: "no-retries", Trigger: TriggerDrop, Recovered: true, Recovery: time.Second, GoodDuring: 0.4, AmpDuring: 1, AmpAfter: 1}
 	good := Summary{Strategy: "retry", Trigger: TriggerDrop, Recovered: true, Recovery: 1900 * time.Millisecond, GoodDuring: 0.4, AmpDuring: 1.2, AmpAfter: 1.05}
-	if m := goal([]Summary{base, good}); len(m) != 0 {
-		t.Errorf("missed %v", m)
+	if m, judged := goal([]Summary{base, good}); len(m) != 0 || !judged {
+		t.Errorf("missed %v (judged %v)", m, judged)
+	}
+	if _, judged := goal([]Summary{base}); judged {
+		t.Error("judged without ours")
 	}
 	bad := Summary{Strategy: "retry", Trigger: TriggerDrop, Recovered: true, Recovery: 2100 * time.Millisecond, GoodDuring: 0.3, AmpDuring: 1.3, AmpAfter: 1.1}
-	if m := goal([]Summary{base, bad}); len(m) != 4 {
+	if m, _ := goal([]Summary{base, bad}); len(m) != 4 {
 		t.Errorf("missed %q; want four", m)
 	}
 	never := good
 	never.Recovered = false
-	if m := goal([]Summary{base, never}); len(m) != 1 {
+	if m, _ := goal([]Summary{base, never}); len(m) != 1 {
 		t.Errorf("missed %q; want metastable", m)
 	}
 }

@@ -110,8 +110,9 @@ func describe(c Config) string {
 }
 
 // goal checks ours with defaults ("retry") against the goal,
-// beside no retries, and returns what it missed.
-func goal(ss []Summary) []string {
+// beside no retries, and returns what it missed; judged is false when
+// either was not run.
+func goal(ss []Summary) (missed []string, judged bool) {
 	var base, ours *Summary
 	for i := range ss {
 		switch ss[i].Strategy {
@@ -122,9 +123,8 @@ func goal(ss []Summary) []string {
 		}
 	}
 	if base == nil || ours == nil {
-		return nil
+		return nil, false
 	}
-	var missed []string
 	t := ours.Trigger
 	if !ours.Recovered {
 		missed = append(missed, fmt.Sprintf("%s: metastable (never recovered)", t))
@@ -140,12 +140,16 @@ func goal(ss []Summary) []string {
 	if t == TriggerDrop && ours.GoodDuring < base.GoodDuring {
 		missed = append(missed, fmt.Sprintf("%s: goodput %.1f%% during the drop, no retries %.1f%%", t, 100*ours.GoodDuring, 100*base.GoodDuring))
 	}
-	return missed
+	return missed, true
 }
 
-// verdict is the run's last line.
-func verdict(missed []string) string {
-	if len(missed) == 0 {
+// verdict is the run's last line: judged is false when no trigger ran
+// both no retries and ours with defaults.
+func verdict(missed []string, judged bool) string {
+	switch {
+	case !judged:
+		return "retry with defaults: not judged (run no-retries and retry)"
+	case len(missed) == 0:
 		return "retry with defaults: recovered, within the goal"
 	}
 	return "retry with defaults: goal missed: " + strings.Join(missed, "; ")
