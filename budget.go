@@ -22,7 +22,10 @@ import (
 // rather than wait out the backoff only to be refused.
 type Budget interface {
 	// AllowRetry reports whether a retry after an outcome of class c may
-	// be made, and takes its cost when it may.
+	// be made, and takes its cost when it may. c is the class the retry
+	// is charged as: the outcome's, but Transient for a [Throttled]
+	// outcome that refused no rate (a 503 that names no wait, see
+	// [RateLimited]), which says the server is overloaded.
 	AllowRetry(c Class) bool
 	// Success records an attempt answered by a server able to answer:
 	// a success, or a response returned as [Permanent] (a 404 after a
@@ -70,11 +73,13 @@ func (noBudget) Success(Class)         {}
 //
 // The defaults never bite a healthy client. A request that succeeds on its
 // first or second attempt costs nothing (it adds a token), so the bucket
-// only drains when retries themselves fail: by 5 tokens for each throttled
-// or unsent retry that fails, 10 for a transient one, against 1 for each
-// success. A full bucket pays for 100 failed throttled retries (50
-// transient ones) with no success between them, and it stays full as long
-// as at most one retry fails for every 5 successes (every 10, transient).
+// only drains when retries themselves fail: by 5 tokens for each retry of
+// a rate limit's refusal (a 429) or of an unsent attempt that fails, 10
+// for a transient one or one after a 503 that names no wait, against 1
+// for each success. A full bucket pays for 100 failed throttled retries
+// (50 transient ones) with no success between them, and it stays full as
+// long as at most one retry fails for every 5 successes (every 10,
+// transient).
 // What it stops is a client whose retries keep failing: a server that is
 // down, or one refusing far more than it serves. A client that means to
 // run against a rate limit for long, retrying throttled requests until
@@ -90,7 +95,8 @@ type TokenBucket struct {
 	// Capacity is the number of tokens in a full bucket. Zero means 500.
 	Capacity int
 
-	// ThrottledCost is the price of a retry after a [Throttled] outcome.
+	// ThrottledCost is the price of a retry after a [Throttled] outcome
+	// that refused the request for its rate (a 429; see [RateLimited]).
 	// Zero means 5.
 	ThrottledCost int
 
@@ -99,9 +105,10 @@ type TokenBucket struct {
 	UnsentCost int
 
 	// TransientCost is the price of a retry after a [Transient] outcome
-	// (or any class the Transport retries that is not one of the others).
-	// The server may have done the work, so a retry may double it: it
-	// costs twice as much by default, as a timeout does in the AWS SDK.
+	// (or any class the Transport retries that is not one of the others),
+	// and after a 503 that names no wait. The server may have done the
+	// work, or is overloaded, so a retry may add to its load: it costs
+	// twice as much by default, as a timeout does in the AWS SDK.
 	// Zero means 10.
 	TransientCost int
 

@@ -248,15 +248,17 @@ func attemptsOf(t *testing.T, rt *recorded, base *failing) (int, StopReason) {
 func TestDefaultBudget(t *testing.T) {
 	base := &failing{}
 	base.down.Store(true)
-	rt := newRecorded(base) // MaxAttempts 4: 3 retries, 15 tokens a request
-	for i := range 33 {
+	// MaxAttempts 4: 3 retries of a bare 503, charged as transient ones:
+	// 30 tokens a request.
+	rt := newRecorded(base)
+	for i := range 16 {
 		n, reason := attemptsOf(t, rt, base)
 		require.Equal(t, 4, n, "request %d", i)
 		require.Equal(t, StopAttempts, reason, "request %d", i)
 	}
-	// 5 tokens are left: one more retry, then the budget says no.
+	// 20 tokens are left: two more retries, then the budget says no.
 	n, reason := attemptsOf(t, rt, base)
-	assert.Equal(t, 2, n)
+	assert.Equal(t, 3, n)
 	assert.Equal(t, StopBudget, reason)
 	n, reason = attemptsOf(t, rt, base)
 	assert.Equal(t, 1, n)
@@ -305,8 +307,8 @@ func TestSharedBudget(t *testing.T) {
 	shared := &TokenBucket{Capacity: 10}
 	a := newRecorded(base, WithBudget(shared))
 	b := newRecorded(base, WithBudget(shared))
-	n, _ := attemptsOf(t, a, base) // two retries: 10 tokens
-	assert.Equal(t, 3, n)
+	n, _ := attemptsOf(t, a, base) // one retry of a bare 503: 10 tokens
+	assert.Equal(t, 2, n)
 	n, reason := attemptsOf(t, b, base)
 	assert.Equal(t, 1, n)
 	assert.Equal(t, StopBudget, reason)
@@ -357,7 +359,8 @@ func TestBudgetStopsAndResumes(t *testing.T) {
 		}
 		status(http.StatusOK)(w, r)
 	})
-	budget := &TokenBucket{Capacity: 10, ThrottledCost: 5, Refill: 1}
+	// A bare 503's retry is charged as a transient one.
+	budget := &TokenBucket{Capacity: 10, TransientCost: 5, Refill: 1}
 	var reasons []StopReason
 	rt, _ := testTransport(nil, WithBudget(budget), WithMaxAttempts(10),
 		WithOnGiveUp(func(e Event) { reasons = append(reasons, e.Reason) }))

@@ -12,8 +12,9 @@ import (
 // A TokenBucket shared by two Transports. While the server is down, the
 // retries of the first spend the budget and the second gives up at once
 // instead of adding its own; successes refill it, and retries resume.
-// (Every Transport has a budget of its own by default: 500 tokens, 5 per
-// throttled retry. This one is small to show it at work.)
+// (Every Transport has a budget of its own by default: 500 tokens, 10
+// per retry of a server that is down, as this bare 503 says, and 5 per
+// retry of a rate limit's refusal. This one is small to show it at work.)
 func ExampleTokenBucket() {
 	var down atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -25,7 +26,7 @@ func ExampleTokenBucket() {
 	}))
 	defer srv.Close()
 
-	budget := &retry.TokenBucket{Capacity: 10} // two throttled retries, 5 tokens each
+	budget := &retry.TokenBucket{Capacity: 20, Refill: 2} // two retries, 10 tokens each
 	newClient := func() *retry.Transport {
 		return retry.New(nil,
 			retry.WithBudget(budget),
@@ -62,11 +63,11 @@ func ExampleTokenBucket() {
 	// a: 503 Service Unavailable, 0 tokens left
 	//   gave up at attempt 1: retry budget exhausted
 	// b: 503 Service Unavailable, 0 tokens left
-	// b: 200 OK, 1 tokens left
 	// b: 200 OK, 2 tokens left
-	// b: 200 OK, 3 tokens left
 	// b: 200 OK, 4 tokens left
-	// b: 200 OK, 5 tokens left
+	// b: 200 OK, 6 tokens left
+	// b: 200 OK, 8 tokens left
+	// b: 200 OK, 10 tokens left
 	//   gave up at attempt 2: retry budget exhausted
 	// a: 503 Service Unavailable, 0 tokens left
 }

@@ -272,7 +272,8 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		// server's own wait fits, and the spread is cut to it.
 		delay = dl.Sub(now)
 	}
-	if r.budgetRefuses(class) && !(r.limited && r.s.pacer != nil) {
+	charged := r.chargedAs(class)
+	if r.budgetRefuses(charged) && !(r.limited && r.s.pacer != nil) {
 		// Refused now, the retry would be refused after its wait too
 		// (a throttled one may yet be paid for by its Pacer turn).
 		r.retryAt = now.Add(delay)
@@ -283,8 +284,20 @@ func (r *roundTrip) next(ctx context.Context, o Outcome, class Class) (delay tim
 		// body past MaxBufferedBody since the check above.
 		return 0, false, StopBody
 	}
-	r.retried = class
+	r.retried = charged
 	return delay, fromServer, StopNone
+}
+
+// chargedAs returns the class the Budget charges a retry of an outcome
+// of class c as: a throttle that refused no rate (a 503 that names no
+// wait: a full queue, a balancer with no backend) says the server is
+// overloaded, and its retry costs what a transient one does, not a
+// throttle's lower price. r.limited must be c's outcome's.
+func (r *roundTrip) chargedAs(c Class) Class {
+	if c == Throttled && !r.limited {
+		return Transient
+	}
+	return c
 }
 
 // serverWait returns the wait the server asked for before o's retry, and
