@@ -43,6 +43,11 @@ var Strategies = []Strategy{
 	{Name: "retry+attempt-timeout", New: func(base http.RoundTripper) http.RoundTripper {
 		return retry.New(base, retry.WithAttemptTimeout(300*time.Millisecond))
 	}},
+	// A candidate for the default budget's costs: the AWS SDK's 2026 ones
+	// (14 tokens a transient retry, 5 a throttled one).
+	{Name: "retry+aws-costs", New: func(base http.RoundTripper) http.RoundTripper {
+		return retry.New(base, retry.WithBudget(&retry.TokenBucket{TransientCost: 14}))
+	}},
 	{Name: "retry+route53", New: func(base http.RoundTripper) http.RoundTripper {
 		return retry.New(base, awsretry.Options()...)
 	}},
