@@ -18,7 +18,7 @@
 // after it, the time from the trigger's end until 95 % of each interval's
 // arrivals succeed for 2 s ("never": metastable), the work wasted and the
 // longest queue. The last line says whether retry with its defaults met
-// the goal. A full run takes about 12 minutes, -quick about 6:
+// the goal. A full run takes about 13 minutes, -quick about 7:
 //
 //	cd bench && go run ./metastable -quick -out results/metastable
 package main
@@ -37,7 +37,7 @@ import (
 )
 
 func main() {
-	quick := flag.Bool("quick", false, "a shorter warm up and tail: about 6 minutes in all")
+	quick := flag.Bool("quick", false, "a shorter warm up and tail: about 7 minutes in all")
 	triggers := flag.String("trigger", "drop,outage", "comma-separated triggers: drop, outage")
 	only := flag.String("strategies", "", "comma-separated strategies (default all: "+strings.Join(names(), ",")+")")
 	seed := flag.Uint64("seed", 1, "seed of the arrivals' times")
