@@ -228,6 +228,7 @@ func TestValidate(t *testing.T) {
 		{&Breaker{MaxOpenFor: -time.Second}, "breaker: MaxOpenFor -1s is negative"},
 		{&Breaker{MinRequests: -2}, "breaker: MinRequests -2 is negative"},
 		{&Breaker{Probes: -1}, "breaker: Probes -1 is negative"},
+		{&Breaker{MaxKeys: -1}, "breaker: MaxKeys -1 is negative"},
 	} {
 		if err := tc.b.Validate(); err == nil || err.Error() != tc.want {
 			t.Errorf("Validate() = %v; want %q", err, tc.want)

@@ -3,6 +3,7 @@ package otelretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"go.opentelemetry.io/otel"
@@ -89,7 +90,7 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 		mp = otel.GetMeterProvider()
 	}
 	if o.MaxPacerKeys < 0 {
-		return nil, errors.New("otelretry: MaxPacerKeys is negative")
+		return nil, fmt.Errorf("otelretry: MaxPacerKeys %d is negative", o.MaxPacerKeys)
 	}
 	meter := mp.Meter(meterName)
 	m := &Metrics{pacerKeys: o.MaxPacerKeys}

@@ -181,7 +181,8 @@ func TestHooksDoNotAllocate(t *testing.T) {
 }
 
 func TestNegativeMaxPacerKeys(t *testing.T) {
-	if _, err := NewMetrics(MetricsOptions{MaxPacerKeys: -1}); err == nil {
-		t.Error("no error")
+	_, err := NewMetrics(MetricsOptions{MaxPacerKeys: -1})
+	if err == nil || err.Error() != "otelretry: MaxPacerKeys -1 is negative" {
+		t.Errorf("NewMetrics = %v", err)
 	}
 }
