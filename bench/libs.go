@@ -79,3 +79,20 @@ func WrapFailsafe(base http.RoundTripper) http.RoundTripper {
 	policy := failsafehttp.NewRetryPolicyBuilder().WithMaxRetries(3).Build()
 	return failsafehttp.NewRoundTripper(base, policy)
 }
+
+// RetryablehttpDefaults is go-retryablehttp's client with its defaults,
+// its logger off and base as its inner client's transport: 4 retries
+// after waits of 1, 2, 4 and 8 s, no jitter, Retry-After honoured on 429
+// and 503. The storm and the open-loop benchmark run it as users would.
+func RetryablehttpDefaults(base http.RoundTripper) http.RoundTripper {
+	c := retryablehttp.NewClient()
+	c.Logger = nil
+	c.HTTPClient = &http.Client{Transport: base}
+	return &retryablehttp.RoundTripper{Client: c}
+}
+
+// FailsafeDefaults is failsafehttp's retry policy with its defaults: 2
+// retries, no delay, Retry-After honoured on 429 and 503.
+func FailsafeDefaults(base http.RoundTripper) http.RoundTripper {
+	return failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().Build())
+}

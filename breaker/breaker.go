@@ -76,7 +76,8 @@ const (
 //
 // Its circuits are kept in a bounded table: a circuit with no attempt out
 // is forgotten once unused for ten minutes, and, when more than MaxKeys
-// are kept, the longest unused go first, closed ones before others. A
+// are kept, the longest unused go first, quiet ones (closed, no failure
+// counted) before the others. A
 // forgotten circuit that is used again starts closed, with no failures
 // counted.
 type Breaker struct {

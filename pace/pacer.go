@@ -132,19 +132,19 @@ type Pacer struct {
 	// (retrytest.Clock).
 	Clock retry.Clock
 
-	once     sync.Once
-	settings pacecore.Settings
-	store    pacecore.MemStore
+	once  sync.Once
+	keyOf func(*http.Request) string // Key, or the Transport's key
+	store pacecore.MemStore
 }
 
 func (p *Pacer) init() {
 	p.once.Do(func() {
-		key := p.Key
-		if key == nil {
-			key = retry.RequestKey
+		p.keyOf = p.Key
+		if p.keyOf == nil {
+			p.keyOf = retry.RequestKey
 		}
-		p.settings = pacecore.Settings{Key: key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: p.InitialWindow}
-		p.store.Config = p.settings.Config()
+		s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: p.InitialWindow}
+		p.store.Config = s.Config()
 		p.store.MaxKeys = p.MaxKeys
 		if p.Clock != nil {
 			p.store.Now, p.store.Sleep = p.Clock.Now, p.Clock.Sleep
@@ -166,7 +166,7 @@ func (p *Pacer) Validate() error {
 // returns a [*retry.TurnTooLate] at once. It implements [retry.Pacer].
 func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error) {
 	p.init()
-	k := p.store.OpenKey(p.settings.KeyOf(req))
+	k := p.store.OpenKey(p.keyOf(req))
 	t, err := pacecore.Wait(ctx, k)
 	if err != nil {
 		return nil, pacefb.TurnError(err)
@@ -182,12 +182,16 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 func (p *Pacer) Rate(key string) (float64, bool) {
 	p.init()
 	rate, engaged := math.Inf(1), false
-	p.store.Peek(key, func(st *pacecore.State, now time.Time) {
-		if st.Engaged() {
-			rate, engaged = st.Rate(now), true
-		}
-	})
+	p.store.Peek(key, func(st *pacecore.State, now time.Time) { rate, engaged = rateOf(st, now) })
 	return rate, engaged
+}
+
+// rateOf is Rate of a key's state at now.
+func rateOf(st *pacecore.State, now time.Time) (float64, bool) {
+	if st.Engaged() {
+		return st.Rate(now), true
+	}
+	return math.Inf(1), false
 }
 
 // Rates calls f with each key p paces now and its rate, as Rate gives
@@ -195,11 +199,12 @@ func (p *Pacer) Rate(key string) (float64, bool) {
 // engaged or forgotten meanwhile may be seen or not.
 func (p *Pacer) Rates(f func(key string, rate float64) bool) {
 	p.init()
-	p.store.Range(func(key string) bool {
-		if rate, engaged := p.Rate(key); engaged {
-			return f(key, rate)
-		}
-		return true
+	p.store.Range(func(key string, k *pacecore.MemKey) bool {
+		var rate float64
+		var engaged bool
+		k.Read(func(st *pacecore.State, now time.Time) { rate, engaged = rateOf(st, now) })
+		// f is the caller's: called outside the key's lock.
+		return !engaged || f(key, rate)
 	})
 }
 

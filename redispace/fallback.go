@@ -134,5 +134,5 @@ func (p *Pacer) fallbackPacer() retry.Pacer {
 // defaultFallback is Fallback's default: an in-process Pacer with the
 // same settings.
 func (p *Pacer) defaultFallback() retry.Pacer {
-	return &pace.Pacer{Key: p.Key, MinRate: p.MinRate, Adapt: p.Adapt, Refusal: p.Refusal, InitialWindow: p.settings.InitialWindow}
+	return &pace.Pacer{Key: p.Key, MinRate: p.MinRate, Adapt: p.Adapt, Refusal: p.Refusal, InitialWindow: p.cfg.InitialWindow}
 }

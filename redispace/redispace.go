@@ -142,7 +142,7 @@ type Pacer struct {
 
 	once      sync.Once
 	locks     keytable.Table[sync.Mutex] // each key's steps in this process, one at a time
-	settings  pacecore.Settings
+	keyOf     func(*http.Request) string // Key, or the Transport's key
 	cfg       pacecore.Config
 	fleet     fleetClock
 	fallback  retry.Pacer
@@ -177,13 +177,13 @@ func (p *Pacer) init() {
 	if window == 0 {
 		window = pace.DefaultInitialWindow
 	}
-	key := p.Key
-	if key == nil {
-		key = retry.RequestKey
+	p.keyOf = p.Key
+	if p.keyOf == nil {
+		p.keyOf = retry.RequestKey
 	}
-	p.settings = pacecore.Settings{Key: key, MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: window}
+	s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: window}
 	p.locks.New = func(string) *sync.Mutex { return new(sync.Mutex) }
-	p.cfg = p.settings.Config()
+	p.cfg = s.Config()
 	p.fallback = p.Fallback
 	if p.fallback == nil {
 		p.fallback = p.defaultFallback()
@@ -202,7 +202,7 @@ func (p *Pacer) Wait(ctx context.Context, req *http.Request) (retry.Turn, error)
 	if p.usingFallback() {
 		return p.fallbackPacer().Wait(ctx, req)
 	}
-	h := &handle{p: p, key: p.prefix() + p.settings.KeyOf(req)}
+	h := &handle{p: p, key: p.prefix() + p.keyOf(req)}
 	t, err := pacecore.Wait(ctx, h)
 	var late *pacecore.TooLate
 	switch {

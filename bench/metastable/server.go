@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -67,7 +68,7 @@ func (s *server) Close() {
 	s.srv.Close()
 }
 
-func (s *server) setShare(v float64) { s.share.Store(floatBits(v)) }
+func (s *server) setShare(v float64) { s.share.Store(math.Float64bits(v)) }
 
 func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	s.tl.add(&s.tl.attempts, 1)
@@ -96,7 +97,7 @@ func (s *server) work() {
 		case <-s.stop:
 			return
 		case j := <-s.queue:
-			d := time.Duration(float64(s.cfg.Service) / fromBits(s.share.Load()))
+			d := time.Duration(float64(s.cfg.Service) / math.Float64frombits(s.share.Load()))
 			select {
 			case <-time.After(d):
 			case <-s.stop:

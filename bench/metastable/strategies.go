@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,10 +11,11 @@ import (
 	"github.com/failsafe-go/failsafe-go/budget"
 	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-cleanhttp"
-	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/awsretry"
+	"github.com/backoff-jitter/retry/bench"
+	"github.com/backoff-jitter/retry/internal/clock"
 )
 
 // Strategy is one way of retrying, one client shared by every call of a
@@ -29,10 +29,8 @@ type Strategy struct {
 // Strategies are the strategies compared, in the order of the report.
 var Strategies = []Strategy{
 	{Name: "no-retries", New: func(base http.RoundTripper) http.RoundTripper { return base }},
-	{Name: "retryablehttp", New: retryablehttpDefaults},
-	{Name: "failsafe", New: func(base http.RoundTripper) http.RoundTripper {
-		return failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().Build())
-	}},
+	{Name: "retryablehttp", New: bench.RetryablehttpDefaults},
+	{Name: "failsafe", New: bench.FailsafeDefaults},
 	{Name: "failsafe+budget", New: func(base http.RoundTripper) http.RoundTripper {
 		return failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().WithBudget(budget.New()).Build())
 	}},
@@ -60,15 +58,6 @@ func newBase() *http.Transport {
 	t := cleanhttp.DefaultPooledTransport()
 	t.MaxIdleConnsPerHost = 2_000
 	return t
-}
-
-// retryablehttpDefaults is go-retryablehttp's client with its defaults,
-// its logger off: 4 retries after 1, 2, 4 and 8 s, no jitter.
-func retryablehttpDefaults(base http.RoundTripper) http.RoundTripper {
-	c := retryablehttp.NewClient()
-	c.Logger = nil
-	c.HTTPClient = &http.Client{Transport: base}
-	return &retryablehttp.RoundTripper{Client: c}
 }
 
 // awsStandard drives the AWS SDK for Go v2's standard retryer (v1.48: a
@@ -108,7 +97,7 @@ func (a *awsStandard) RoundTrip(req *http.Request) (*http.Response, error) {
 		if delayErr != nil {
 			return nil, delayErr
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := clock.Sleep(ctx, delay); err != nil {
 			return nil, err
 		}
 		release = next
@@ -128,15 +117,4 @@ func sdkError(resp *http.Response, err error) error {
 		}
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

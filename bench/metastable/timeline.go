@@ -1,7 +1,6 @@
 package main
 
 import (
-	"math"
 	"sync/atomic"
 	"time"
 )
@@ -47,6 +46,3 @@ func values(series []atomic.Int64) []int64 {
 	}
 	return out
 }
-
-func floatBits(v float64) uint64 { return math.Float64bits(v) }
-func fromBits(b uint64) float64  { return math.Float64frombits(b) }

@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/bench"
 	"github.com/backoff-jitter/retry/pace"
-	"github.com/failsafe-go/failsafe-go/failsafehttp"
 	"github.com/hashicorp/go-cleanhttp"
-	"github.com/hashicorp/go-retryablehttp"
 )
 
 // Config is one storm: the server's capacity and outage, and the clients.
@@ -140,24 +139,19 @@ func StrategyNamed(name string) (Strategy, bool) {
 	return Strategies[i], true
 }
 
-// retryablehttpDefaults is go-retryablehttp's client with its defaults,
-// its logger off: 4 retries after waits of 1 s, 2 s, 4 s and 8 s, no
-// jitter, Retry-After honoured on 429 and 503. Within a deadline under
-// 15 s the deadline, not the number of retries, ends it.
+// retryablehttpDefaults is bench.RetryablehttpDefaults as a storm's
+// strategy: within a deadline under 15 s, the deadline, not the number of
+// retries, ends it.
 func retryablehttpDefaults(_ Config, base http.RoundTripper, _ func(retry.Event)) http.RoundTripper {
-	c := retryablehttp.NewClient()
-	c.Logger = nil
-	c.HTTPClient = &http.Client{Transport: base}
-	return &retryablehttp.RoundTripper{Client: c}
+	return bench.RetryablehttpDefaults(base)
 }
 
-// failsafeDefaults is failsafehttp's retry policy with its defaults: 2
-// retries, no delay, Retry-After honoured on 429 and 503. (Raising its
-// retries would not make it finish: with no delay it hammers the server,
-// and it leaves every discarded response open, so each retry holds one
-// more connection until the request's context ends.)
+// failsafeDefaults is bench.FailsafeDefaults as a storm's strategy.
+// (Raising its retries would not make it finish: with no delay it hammers
+// the server, and it leaves every discarded response open, so each retry
+// holds one more connection until the request's context ends.)
 func failsafeDefaults(_ Config, base http.RoundTripper, _ func(retry.Event)) http.RoundTripper {
-	return failsafehttp.NewRoundTripper(base, failsafehttp.NewRetryPolicyBuilder().Build())
+	return bench.FailsafeDefaults(base)
 }
 
 // Result is what one strategy's run measured.

@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/http"
 	"time"
 )
 
 // Settings are a Pacer's settings that decide: package pace's and package
-// redispace's Pacer fields of the same names.
+// redispace's Pacer fields of the same names. Which key a request counts
+// against is the adapters' to say: they know the Transport's key.
 type Settings struct {
-	Key           func(*http.Request) string
 	MinRate       float64
 	Adapt         Adapt
 	InitialWindow int
@@ -36,17 +35,6 @@ func (s *Settings) Config() Config {
 		c.MinRate = DefaultMinRate
 	}
 	return c
-}
-
-// KeyOf returns the key req counts against: Key's, or the request's host.
-func (s *Settings) KeyOf(req *http.Request) string {
-	switch {
-	case s.Key != nil:
-		return s.Key(req)
-	case req.URL != nil:
-		return req.URL.Host
-	}
-	return ""
 }
 
 // Signal is what an attempt's outcome tells a Pacer: accepted, or refused

@@ -72,17 +72,21 @@ func (s *MemStore) Peek(key string, f func(st *State, now time.Time)) bool {
 	if e == nil {
 		return false
 	}
-	k := e.Value
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	f(&k.st, k.store.now())
+	e.Value.Read(f)
 	return true
 }
 
 // Range calls f with each key the store holds, until f returns false.
-func (s *MemStore) Range(f func(key string) bool) {
+func (s *MemStore) Range(f func(key string, k *MemKey) bool) {
 	s.init()
-	s.table.Range(func(key string, _ *MemKey) bool { return f(key) })
+	s.table.Range(f)
+}
+
+// Read calls f with k's state at now, under k's lock.
+func (k *MemKey) Read(f func(st *State, now time.Time)) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	f(&k.st, k.store.now())
 }
 
 // Len returns how many keys the store holds.
