@@ -172,6 +172,16 @@ func TestSoak(t *testing.T) {
 		retry.WithMaxAttempts(4),
 		retry.WithBackoff(retry.Exponential{Base: time.Millisecond, Cap: 50 * time.Millisecond, Jitter: retry.FullJitter}),
 		retry.WithMaxRetryAfter(100*time.Millisecond),
+		// The soak watches memory, goroutines and safety under faults, at
+		// the load its workers make. The default Pacer takes this server's
+		// random throttles (a fifth of its answers, at any rate) for a
+		// limit and paces the 200 workers down to tens of requests a
+		// second; in most runs the turns then lie past the 10 s deadlines
+		// and are refused at once, and the workers spin through 10,000+
+		// instant failures a second, whose garbage makes the heap check
+		// noisy. That is the Pacer's open problem with random shedding
+		// (issue 47), not the soak's subject: the soak runs unpaced.
+		retry.WithPacer(retry.NoPacer),
 	)
 
 	type sample struct {
