@@ -41,9 +41,12 @@
 // to the outage. A 503 that asks for no wait teaches a Pacer nothing at
 // all ([retry.RateLimited]).
 //
-// Server hints. Retry-After on a refusal, or a RateLimit field that says
-// the quota is spent, pause the key until the time they name; the waiting
-// attempts then leave one interval apart.
+// Server hints. A RateLimit field that says the quota is spent pauses
+// the key until the time it names, and so does Retry-After on a refusal
+// that engages the key or cuts its rate: a limit's. Retry-After on any
+// other refusal (a server throttling a share of its calls at random)
+// holds only that request's retry, which the Transport waits out. After
+// a pause, the waiting attempts leave one interval apart.
 //
 // Slow start, off unless InitialWindow is set (the presets of APIs known
 // to limit set it): a new key has at most that many attempts unanswered

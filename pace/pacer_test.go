@@ -108,32 +108,49 @@ func TestEngagesAndPaces(t *testing.T) {
 	assert.GreaterOrEqual(t, budget.Tokens(), 500-6*5, "refusals retried before the key engaged are charged; paced ones are not")
 }
 
-// A refusal with Retry-After pauses the key for every call: attempts wait
-// until the time it names, and one whose deadline comes first is refused
-// at once, with the time to come back.
-func TestServerHintPausesTheKey(t *testing.T) {
-	srv, n := statusServer(t, []int{429, 200}, map[int][]string{0: {"Retry-After", "3"}})
+// One refusal with Retry-After at an idle key is no limit: its wait holds
+// its own request's retry, and the other calls go on. Refusals that are
+// a limit's pause the key for every call: a call whose deadline comes
+// before the wait ends is refused at once, with the time to come back.
+func TestServerHintPausesALimitedKey(t *testing.T) {
+	srv, _ := statusServer(t, []int{429, 200}, map[int][]string{0: {"Retry-After", "3"}})
 	p := &Pacer{}
 	rt, clock := fakePacer(p, nil)
 	defer rt.CloseIdleConnections()
 	_, err := get(t, rt, context.Background(), srv.URL)
 	require.NoError(t, err)
-	assert.Contains(t, clock.Waits(), 3*time.Second)
-
-	// Another call, paused by the same hint: its deadline is nearer.
-	srv2, _ := statusServer(t, []int{429}, map[int][]string{0: {"Retry-After", "30"}})
-	_, err = get(t, rt, context.Background(), srv2.URL)
+	assert.Equal(t, []time.Duration{3 * time.Second}, clock.Waits(), "the refused request waited")
+	_, err = get(t, rt, context.Background(), srv.URL)
 	require.NoError(t, err)
+	assert.Len(t, clock.Waits(), 1, "the next call went at once")
+	_, engaged := p.Rate(srv.Listener.Addr().String())
+	assert.False(t, engaged)
+
+	// Calls at once, most refused, each refusal with a wait: a limit.
+	limited, n := statusServer(t, []int{429}, map[int][]string{0: {"Retry-After", "30"}})
+	req := httptest.NewRequest("GET", limited.URL, nil)
+	var turns []retry.Turn
+	for range 5 {
+		turn, err := p.Wait(context.Background(), req)
+		require.NoError(t, err)
+		turns = append(turns, turn)
+	}
+	turns[0].Done(retry.Feedback{Class: retry.Success})
+	for _, turn := range turns[1:] {
+		turn.Done(retry.Feedback{Class: retry.Throttled, Hinted: true, Wait: 30 * time.Second})
+	}
+	_, engaged = p.Rate(limited.Listener.Addr().String())
+	require.True(t, engaged)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	before := n.Load()
-	_, err = get(t, rt, ctx, srv2.URL)
+	_, err = get(t, rt, ctx, limited.URL)
 	var late *retry.TurnTooLate
 	require.ErrorAs(t, err, &late)
 	at, ok := retry.RetryAt(nil, err)
 	require.True(t, ok)
 	assert.Greater(t, at.Sub(clock.Now()), 10*time.Second)
-	assert.Equal(t, before, n.Load(), "nothing sent to the first host meanwhile")
+	assert.Equal(t, before, n.Load(), "nothing sent meanwhile")
 }
 
 // A 503 that gives no server wait teaches the Pacer nothing: an outage

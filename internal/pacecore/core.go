@@ -56,8 +56,9 @@ const (
 // on it.
 //
 //	SlowStart -> Idle   an answer no attempt waits for, or SlowStartLimit
-//	Idle      -> Paced  the evidence of a limit, while something is accepted;
-//	                    a server's hint
+//	Idle      -> Paced  the evidence of a limit (the meter's buckets, each
+//	                    weighed whole), while something is accepted; a
+//	                    success saying the quota is spent
 //	SlowStart -> Paced  likewise
 //	Paced     -> Idle   a chain of cuts that halved the rate, the share
 //	                    refused not falling with it: random shedding, its
@@ -66,7 +67,7 @@ const (
 type Mode uint8
 
 const (
-	// Idle: attempts go unpaced; refusals are weighed (see cusum).
+	// Idle: attempts go unpaced; answers are weighed (see cusum).
 	Idle Mode = iota
 	// SlowStart: a new key's attempts go unpaced, at most the window's
 	// slots of them unanswered at once.
@@ -154,9 +155,24 @@ type Grant struct {
 // for every step of a key.
 func (s *State) Step(now time.Time, ev Event) Effects {
 	var fx Effects
-	s.meter.count(now, ev.Sent, ev.OK)
+	ended, rolled := s.meter.count(now, ev.Sent, ev.OK)
 	if s.mode == SlowStart && s.window.over(now) {
 		s.mode, fx.Wake = Idle, true
+	}
+	answered := ev.Kind == Answer && (ev.Accepted || ev.Refused)
+	if answered {
+		s.meter.answer(now, ev.Refused)
+	}
+	engaged := false // by this step's evidence
+	if s.mode != Paced {
+		if rolled {
+			s.engage.add(ended.refused, ended.ok, s.floor)
+		}
+		if s.limited() {
+			fx.Wake = fx.Wake || s.mode == SlowStart
+			s.start(now)
+			fx.Void, engaged = true, true
+		}
 	}
 	switch ev.Kind {
 	case Reserve:
@@ -172,9 +188,9 @@ func (s *State) Step(now time.Time, ev Event) Effects {
 				s.mode, fx.Wake = Idle, true // the window holds the demand
 			}
 		}
-		if ev.Accepted || ev.Refused {
+		if answered {
 			wasSlow := s.mode == SlowStart
-			fx.Void = s.answer(now, ev)
+			fx.Void = s.answer(now, ev, engaged) || fx.Void
 			fx.Wake = fx.Wake || wasSlow && s.mode != SlowStart
 		}
 	}
@@ -194,11 +210,11 @@ func (s *State) reserve(now, deadline time.Time) Grant {
 	return s.sched.take(now, s.Rate(now), deadline)
 }
 
-// answer learns from an attempt's answer: accepted, or refused for the
-// rate. It reports whether the turns handed out are void.
-func (s *State) answer(now time.Time, ev Event) (void bool) {
+// answer learns from an attempt's answer, accepted or refused for the
+// rate, which engaged the key if engaged. It reports whether the turns
+// handed out are void.
+func (s *State) answer(now time.Time, ev Event, engaged bool) (void bool) {
 	refused := ev.Refused
-	s.meter.answer(now, refused)
 	switch {
 	case !refused:
 		s.chainStart, s.chainRate = time.Time{}, 0
@@ -210,30 +226,30 @@ func (s *State) answer(now time.Time, ev Event) (void bool) {
 		s.gen.add(refused)
 		s.half.add(refused)
 	}
-	if ev.Hinted && ev.Wait > 0 {
-		if !s.Engaged() {
-			s.start(now)
-		}
-		s.sched.pause(now.Add(ev.Wait))
-		void = true
-	}
-	switch s.mode {
-	case Idle, SlowStart:
-		if s.engage.add(refused, s.floor) && s.accepting() {
-			s.start(now)
-			void = true
-		}
-	case Paced:
+	limit := engaged // the answer is a limit's: it engaged the key or cut its rate
+	if s.mode == Paced && !engaged {
 		switch {
 		case s.outage(now, refused):
 			s.disengage()
 			void = true
 		case current && refused && s.gen.over(s.floor):
 			s.cut(now, s.Rate(now))
-			void = true
+			limit = true
 		}
 	}
-	return void
+	// A server's wait holds every attempt of the key when the refusal
+	// that asked for it is a limit's, or a success says the quota is
+	// spent. A refusal that is not (random throttling) holds only its own
+	// request's retry, which the Transport waits out: pausing the key for
+	// each would stop every other call as often as the server throttles.
+	if ev.Hinted && ev.Wait > 0 && (limit && s.Engaged() || !refused) {
+		if !s.Engaged() {
+			s.start(now)
+		}
+		s.sched.pause(now.Add(ev.Wait))
+		limit = true
+	}
+	return void || limit
 }
 
 // start engages the key, its rate cut from the rate the client was
@@ -274,6 +290,14 @@ func (s *State) disengage() {
 	s.mode = Idle
 	s.engage.reset()
 	s.sched.renew(time.Time{}, 0)
+}
+
+// limited reports whether an idle key holds the evidence of a limit: the
+// buckets weighed so far, or with the bucket under way if its answers
+// decide whatever the rest of them say, while something is accepted.
+func (s *State) limited() bool {
+	open := s.meter.open()
+	return (s.engage.s >= evidence || s.engage.sure(open.refused, open.ok, s.meter.unanswered(), s.floor)) && s.accepting()
 }
 
 // accepting reports whether the server accepts anything now: a limit

@@ -67,8 +67,8 @@ func TestTurns(t *testing.T) {
 	}
 }
 
-// A refusal with a server's wait pauses the key until then, and voids
-// the turns handed out.
+// A refusal of an engaged key's rate with a server's wait pauses the key
+// until then, and voids the turns handed out.
 func TestServerPause(t *testing.T) {
 	st, at := engaged(t, Config{})
 	turn := st.Step(at, Event{Kind: Reserve})
@@ -79,6 +79,24 @@ func TestServerPause(t *testing.T) {
 	next := st.Step(at, Event{Kind: Reserve})
 	if next.At.Before(at.Add(3 * time.Second)) {
 		t.Errorf("a turn at %v, within the server's pause", next.At.Sub(at))
+	}
+}
+
+// A server's wait on a refusal that is no limit's (an idle key's, short
+// of the evidence) holds no other attempt; a success saying the quota is
+// spent pauses the key.
+func TestIdleHintHoldsNoOther(t *testing.T) {
+	cfg := Config{MinRate: DefaultMinRate}
+	st := New(&cfg)
+	at := epoch
+	st.Step(at, Event{Kind: Answer, Accepted: true, Sent: 1})
+	st.Step(at, Event{Kind: Answer, Refused: true, Sent: 1, Hinted: true, Wait: time.Minute})
+	if g := st.Step(at, Event{Kind: Reserve}); !g.Go || st.Engaged() {
+		t.Errorf("after one refusal with a wait: %+v, engaged %v; want the next attempt to go at once", g.Grant, st.Engaged())
+	}
+	st.Step(at, Event{Kind: Answer, Accepted: true, Sent: 1, Hinted: true, Wait: time.Minute})
+	if g := st.Step(at, Event{Kind: Reserve}); g.Go || g.At.Before(at.Add(time.Minute)) {
+		t.Errorf("after a success saying the quota is spent: %+v; want a turn a minute on", g.Grant)
 	}
 }
 

@@ -5,9 +5,10 @@ import "math"
 // The evidence of a limit: tests of the share of attempts refused, each
 // deciding at the same weight of evidence.
 
-// cusum is Page's CUSUM of an idle key's answers: the log-likelihood
-// ratio of a limit's share of refusals (p1) against one cheaper to retry
-// than to pace (p0), never below zero. At evidence, the key engages.
+// cusum is Page's CUSUM of an idle key's answers, a bucket of the meter
+// at a time: the log-likelihood ratio of a limit's share of refusals
+// (p1) against one cheaper to retry than to pace (p0), never below zero.
+// At evidence, the key engages.
 // With a floor (random shedding found before), p0 is at least the floor:
 // only refusals well above it are evidence.
 type cusum struct{ s float64 }
@@ -27,17 +28,29 @@ func (c *cusum) cold() {
 
 func (c *cusum) reset() { c.s = 0 }
 
-// add adds an answer and reports whether the sum has reached evidence.
-// It stays there (a key refused but not yet engaging, in an outage) and
-// falls again with the successes.
-func (c *cusum) add(refused bool, floor float64) bool {
+// add adds the answers of one bucket of the meter, refused and ok. The
+// sum stays at evidence (a key refused but not yet engaging, in an
+// outage) and falls again with the successes. A bucket is weighed whole,
+// in whatever order its answers came: a server answers a refusal sooner
+// than the work of a success, so concurrent attempts' refusals come
+// first, and weighed one by one they would look like a run of them.
+func (c *cusum) add(refused, ok int64, floor float64) {
+	c.s = min(max(c.s+llr(refused, ok, floor), 0), evidence)
+}
+
+// sure reports whether the answers of the bucket not yet ended, refused
+// and ok, bring the sum to evidence even if every answer still to come,
+// pending, is a success: a bucket decided before its end, as a burst far
+// over a limit is.
+func (c *cusum) sure(refused, ok, pending int64, floor float64) bool {
+	return c.s+llr(refused, ok+pending, floor) >= evidence
+}
+
+// llr returns the log-likelihood ratio of refused refusals and ok
+// successes: a limit's share against one cheaper to retry than to pace.
+func llr(refused, ok int64, floor float64) float64 {
 	p0, p1 := shares(floor)
-	if refused {
-		c.s = min(c.s+math.Log(p1/p0), evidence)
-	} else {
-		c.s = max(c.s-math.Log((1-p0)/(1-p1)), 0)
-	}
-	return c.s >= evidence
+	return float64(refused)*math.Log(p1/p0) - float64(ok)*math.Log((1-p0)/(1-p1))
 }
 
 // tail returns the probability of k or more successes in n trials of

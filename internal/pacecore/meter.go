@@ -21,11 +21,15 @@ type tally struct {
 	sent, ok, refused int64
 }
 
-// roll makes the bucket now falls in the newest one.
-func (m *meter) roll(now time.Time) {
+// roll makes the bucket now falls in the newest one. When that ends the
+// newest, it returns the one that ended.
+func (m *meter) roll(now time.Time) (ended tally, rolled bool) {
 	if m.start.IsZero() {
 		m.start = now
-		return
+		return tally{}, false
+	}
+	if now.Sub(m.start) >= BucketWidth {
+		ended, rolled = m.b[m.head], true
 	}
 	for n := 0; now.Sub(m.start) >= BucketWidth; n++ {
 		if n == meterBuckets {
@@ -36,6 +40,7 @@ func (m *meter) roll(now time.Time) {
 		m.b[m.head] = tally{}
 		m.start = m.start.Add(BucketWidth)
 	}
+	return ended, rolled
 }
 
 func (m *meter) newest(now time.Time) *tally {
@@ -47,18 +52,37 @@ func (m *meter) newest(now time.Time) *tally {
 	return t
 }
 
-// count adds sent attempts and ok successes the driver counted.
-func (m *meter) count(now time.Time, sent, ok int64) {
-	if sent > 0 || ok > 0 {
-		t := m.newest(now)
+// count adds sent attempts and ok successes the driver counted since the
+// last event, to the bucket of that event (a success is counted so only
+// within its bucket: see State.Calm), then makes the bucket now falls in
+// the newest one, returning the one that ended, if one did.
+func (m *meter) count(now time.Time, sent, ok int64) (ended tally, rolled bool) {
+	if (sent > 0 || ok > 0) && !m.start.IsZero() {
+		t := &m.b[m.head]
+		at := now
+		if end := m.start.Add(BucketWidth - 1); at.After(end) {
+			at = end
+		}
+		if t.first.IsZero() {
+			t.first = at
+		}
 		t.sent += sent
 		t.ok += ok
 		if ok > 0 && t.firstOK.IsZero() {
+			t.firstOK = at
+		}
+		sent, ok = 0, 0
+	}
+	ended, rolled = m.roll(now)
+	if sent > 0 || ok > 0 { // the first event
+		t := m.newest(now)
+		t.sent += sent
+		t.ok += ok
+		if ok > 0 {
 			t.firstOK = now
 		}
-	} else {
-		m.roll(now)
 	}
+	return ended, rolled
 }
 
 // answer adds an answer: a refusal, or a success.
@@ -107,6 +131,21 @@ func (m *meter) sum() (sum tally) {
 		}
 	}
 	return sum
+}
+
+// open returns the newest bucket's counts: those of the bucket not yet
+// ended.
+func (m *meter) open() tally { return m.b[m.head] }
+
+// unanswered returns the attempts sent that no answer has counted yet:
+// those in flight, and those answered with neither an acceptance nor a
+// refusal (the driver does not step for those), over all the buckets.
+func (m *meter) unanswered() int64 {
+	var n int64
+	for _, t := range m.b {
+		n += t.sent - t.ok - t.refused
+	}
+	return max(n, 0)
 }
 
 // sendRate returns the rate the client sent at, per second.

@@ -50,29 +50,70 @@ func shedClients(t testing.TB, adapt *Adapt, shed float64, seeds int) []time.Dur
 
 // Random shedding is no limit: a load balancer that refuses a share of
 // the requests at random, whatever the rate, costs a paced client at
-// most 5 % more time than an unpaced one (median over 100 runs) up to a
-// tenth shed, and no run takes seconds. At a quarter shed, refusals now
-// and then engage a key, which paces until a chain of cuts shows the
-// share does not fall: 1.08 times the unpaced median, bound here at 1.10
-// (issue 47 asked for 1.05; a probe at engaging met it but misjudged
-// cold starts, docs/pacing-design.md).
+// most 5 % more time than an unpaced one (median over 100 runs), up to a
+// quarter shed, and its slowest run at most half as long again as the
+// slowest unpaced one.
 func TestReportRandomShedding(t *testing.T) {
 	for _, shed := range []float64{0.05, 0.1, 0.25} {
-		bound := 1.05
-		if shed > 0.1 {
-			bound = 1.10
-		}
 		none := shedClients(t, nil, shed, 100)
 		for _, adapt := range []Adapt{Cubic, AIMD} {
 			ends := shedClients(t, &adapt, shed, 100)
 			ratio := float64(q(ends, .5)) / float64(q(none, .5))
-			report(t, "shed %.2f, a%d: p50 %v (%.3f× no Pacer's %v), p99 %v, max %v", shed, adapt, q(ends, .5), ratio, q(none, .5), q(ends, .99), q(ends, 1))
-			if ratio > bound {
-				t.Errorf("shed %v, a%d: median %v, %.3f times no Pacer's %v; want at most %v", shed, adapt, q(ends, .5), ratio, q(none, .5), bound)
+			report(t, "shed %.2f, a%d: p50 %v (%.3f× no Pacer's %v), p99 %v, max %v (no Pacer's %v)", shed, adapt, q(ends, .5), ratio, q(none, .5), q(ends, .99), q(ends, 1), q(none, 1))
+			if ratio > 1.05 {
+				t.Errorf("shed %v, a%d: median %v, %.3f times no Pacer's %v; want at most 1.05", shed, adapt, q(ends, .5), ratio, q(none, .5))
 			}
-			if max := ends[len(ends)-1]; max > 5*time.Second {
-				t.Errorf("shed %v, a%d: the slowest run took %v; want under 5s", shed, adapt, max)
+			if slowest, unpaced := ends[len(ends)-1], none[len(none)-1]; float64(slowest) > 1.5*float64(unpaced) {
+				t.Errorf("shed %v, a%d: the slowest run took %v, no Pacer's %v; want at most 1.5 times", shed, adapt, slowest, unpaced)
 			}
+		}
+	}
+}
+
+// throttled returns the times, sorted, that clients with 1 ms round trips
+// take for n successes from a server that throttles a share shed at
+// random, answering its refusals at once (before the successes sent with
+// them) and asking for a 20 ms wait in hinted of them: paced by a key, or
+// with none if paced is false.
+func throttled(t testing.TB, paced bool, shed, hinted float64, clients, n, seeds int) []time.Duration {
+	var ends []time.Duration
+	for seed := range uint64(seeds) {
+		var k pacesim.Key = pacesim.Unpaced{}
+		if paced {
+			k = newSimKey(Config{})
+		}
+		srv := &pacesim.Server{Shed: shed, Hinted: hinted, Hint: 20 * time.Millisecond, QuickRefusals: true, Rnd: rand.New(rand.NewPCG(seed, 90))}
+		end, _ := pacesim.Clients(t, k, srv, clients, n, time.Millisecond, rand.New(rand.NewPCG(seed, 91)))
+		ends = append(ends, end.Sub(pacesim.Epoch))
+	}
+	slices.Sort(ends)
+	return ends
+}
+
+// Random throttling at a high rate is no limit either. Its refusals come
+// before the successes sent with them, and some ask for a wait: neither
+// may engage a key, nor a wait meant for one request hold the others. A
+// paced client takes at most 5 % more time than an unpaced one (median
+// over 10 runs of 200 clients) up to a quarter throttled. At 35 %, over
+// engageLow, a burst may engage the key until the shedding test frees
+// it, once: over 20,000 calls, bound at 1.10 times.
+func TestReportRandomThrottles(t *testing.T) {
+	for _, c := range []struct {
+		shed, hinted, bound float64
+		clients, n          int
+	}{
+		{0.15, 0.6, 1.05, 200, 5000},
+		{0.25, 0, 1.05, 200, 5000},
+		{0.25, 0.6, 1.05, 200, 5000},
+		{0.35, 0.6, 1.10, 40, 20000},
+	} {
+		none := throttled(t, false, c.shed, c.hinted, c.clients, c.n, 10)
+		ends := throttled(t, true, c.shed, c.hinted, c.clients, c.n, 10)
+		ratio := float64(q(ends, .5)) / float64(q(none, .5))
+		report(t, "throttled %.2f, hinted %.1f, %d clients: p50 %v (%.3f× no Pacer's %v), max %v (no Pacer's %v)",
+			c.shed, c.hinted, c.clients, q(ends, .5), ratio, q(none, .5), q(ends, 1), q(none, 1))
+		if ratio > c.bound {
+			t.Errorf("throttled %v, hinted %v: median %v, %.3f times no Pacer's %v; want at most %v", c.shed, c.hinted, q(ends, .5), ratio, q(none, .5), c.bound)
 		}
 	}
 }

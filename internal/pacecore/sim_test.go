@@ -41,8 +41,8 @@ func (k *simKey) Reserve(at time.Time) (time.Duration, pacesim.Turn) {
 
 func (k *simKey) Send() { k.sent++ }
 
-func (k *simKey) Answer(refused bool, gen uint64, at time.Time) {
-	k.st.Step(at, Event{Kind: Answer, Accepted: !refused, Refused: refused, Gen: gen, Sent: k.sent})
+func (k *simKey) Answer(r pacesim.Reply, gen uint64, at time.Time) {
+	k.st.Step(at, Event{Kind: Answer, Accepted: !r.Refused, Refused: r.Refused, Hinted: r.Hint > 0, Wait: r.Hint, Gen: gen, Sent: k.sent})
 	k.sent, k.now = 0, at
 }
 

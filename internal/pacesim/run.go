@@ -24,7 +24,7 @@ type Key interface {
 	Send()
 	// Answer is the outcome of an attempt paced at generation gen (0:
 	// not paced), at at: refused for the rate, or accepted.
-	Answer(refused bool, gen uint64, at time.Time)
+	Answer(r Reply, gen uint64, at time.Time)
 	// State is what the key's state says of itself after an answer.
 	State() State
 }
@@ -67,11 +67,12 @@ func Run(t testing.TB, k Key, srv *Server, from time.Time, demand float64, n int
 		d, turn := k.Reserve(at)
 		srv.Trace.turn(at, d, gen(turn))
 		at = at.Add(d)
-		no := srv.Answer(at)
+		r := srv.Reply(at)
+		no := r.Refused
 		if no {
 			refused++
 		}
-		k.Answer(no, gen(turn), at)
+		k.Answer(r, gen(turn), at)
 		st := k.State()
 		srv.Trace.answer(at, no, gen(turn), st)
 		if srv.OnAnswer != nil {
@@ -98,7 +99,7 @@ type event struct {
 	kind  int
 	tries int    // the attempts of the request refused so far
 	turn  Turn   // due: the turn
-	no    bool   // answer: refused
+	reply Reply  // answer: refused, and the wait asked for
 	gen   uint64 // answer: the generation it was paced at
 	key   int    // the index of the client's key (see Shared)
 }
@@ -120,7 +121,9 @@ func (q *events) Pop() any {
 // Clients runs clients at once on the fake clock, each sending its
 // requests one after another through k to srv and retrying a refused
 // attempt after a backoff with full jitter (10 ms doubled for each
-// attempt, up to a second), each answered rtt after it is sent. Turns
+// attempt, up to a second), or after the wait the refusal asked for when
+// that is longer, each answered rtt after it is sent (a quick refusal in
+// a tenth of it: see Server.QuickRefusals). Turns
 // are taken as Wait takes them: when an attempt wants to go, and again
 // when the turn it waits for is void. Slow start is not simulated: k's
 // must be off. It returns when n requests have succeeded, and the
@@ -141,7 +144,12 @@ func Shared(t testing.TB, keys []Key, srv *Server, clients, n int, rtt time.Dura
 	}
 	send := func(at time.Time, key int, gen uint64, tries int) {
 		keys[key].Send()
-		heap.Push(q, event{at: at.Add(rtt), kind: answer, no: srv.Answer(at), gen: gen, tries: tries, key: key})
+		r := srv.Reply(at)
+		lag := rtt
+		if r.Refused && srv.QuickRefusals {
+			lag = rtt / 10
+		}
+		heap.Push(q, event{at: at.Add(lag), kind: answer, reply: r, gen: gen, tries: tries, key: key})
 	}
 	for done := 0; done < n; {
 		e := heap.Pop(q).(event)
@@ -149,16 +157,17 @@ func Shared(t testing.TB, keys []Key, srv *Server, clients, n int, rtt time.Dura
 		k := keys[e.key]
 		switch {
 		case e.kind == answer:
-			k.Answer(e.no, e.gen, e.at)
-			srv.Trace.answer(e.at, e.no, e.gen, k.State())
-			if !e.no {
+			k.Answer(e.reply, e.gen, e.at)
+			srv.Trace.answer(e.at, e.reply.Refused, e.gen, k.State())
+			if !e.reply.Refused {
 				done++
 				heap.Push(q, event{at: e.at, kind: want, key: e.key})
 				continue
 			}
 			refused++
 			backoff := min(time.Second, 10*time.Millisecond<<min(e.tries, 10))
-			heap.Push(q, event{at: e.at.Add(time.Duration(rnd.Int64N(int64(backoff)))), kind: want, tries: e.tries + 1, key: e.key})
+			wait := max(time.Duration(rnd.Int64N(int64(backoff))), e.reply.Hint)
+			heap.Push(q, event{at: e.at.Add(wait), kind: want, tries: e.tries + 1, key: e.key})
 		case e.kind == due && !e.turn.Stale():
 			send(e.at, e.key, e.turn.Gen(), e.tries)
 		default: // wants to go, or its turn is void
@@ -180,5 +189,5 @@ type Unpaced struct{}
 
 func (Unpaced) Reserve(time.Time) (time.Duration, Turn) { return 0, nil }
 func (Unpaced) Send()                                   {}
-func (Unpaced) Answer(bool, uint64, time.Time)          {}
+func (Unpaced) Answer(Reply, uint64, time.Time)         {}
 func (Unpaced) State() State                            { return State{} }

@@ -38,6 +38,15 @@ func Scenarios() []Scenario {
 				})
 			}
 		}
+		// TestReportRandomThrottles: refusals answered first, some asking
+		// for a wait.
+		for seed := range uint64(3) {
+			add(fmt.Sprintf("throttled/a%d/seed%d", adapt, seed), func(t testing.TB, newKey func(Setup) Key, tr *Trace) {
+				k := newKey(Setup{InitialWindow: -1, AIMD: aimd})
+				srv := &Server{Shed: 0.25, Hinted: 0.6, Hint: 20 * ms, QuickRefusals: true, Rnd: rand.New(rand.NewPCG(seed, 90)), Trace: tr}
+				Clients(t, k, srv, 200, 2000, ms, rand.New(rand.NewPCG(seed, 91)))
+			})
+		}
 		// TestSimReport's limits, TestPacerBurstLimitIsNoShedding and
 		// TestPacerColdStartAgainstABurst.
 		for _, l := range []struct {

@@ -23,14 +23,22 @@ var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // attempt. An attempt sent at a time arrives up to Lag later, at random,
 // and never before the one sent before it: the network's and the
 // server's own timing.
+//
+// A share Hinted of the refusals ask the client to hold off for Hint
+// (a Retry-After). With QuickRefusals, Clients' refusals are answered at
+// once, before the successes sent with them, as a server that refuses
+// without doing the work answers.
 type Server struct {
-	Rate   float64
-	Burst  float64
-	Shed   float64
-	Window time.Duration
-	Quota  int
-	Lag    time.Duration
-	Rnd    *rand.Rand
+	Rate          float64
+	Burst         float64
+	Shed          float64
+	Window        time.Duration
+	Quota         int
+	Lag           time.Duration
+	Hinted        float64
+	Hint          time.Duration
+	QuickRefusals bool
+	Rnd           *rand.Rand
 
 	// Trace, if not nil, records every step of the simulations that run
 	// against the server.
@@ -44,6 +52,25 @@ type Server struct {
 	first    time.Time // the window limiter's first attempt
 	windowAt int64     // the window counted in used
 	used     int
+}
+
+// Reply is an attempt's answer: refused or not, and the wait a refusal
+// asks for (0: none).
+type Reply struct {
+	Refused bool
+	Hint    time.Duration
+}
+
+// Reply answers the attempt sent at at.
+func (s *Server) Reply(at time.Time) Reply {
+	if !s.Answer(at) {
+		return Reply{}
+	}
+	r := Reply{Refused: true}
+	if s.Hinted > 0 && s.Rnd.Float64() < s.Hinted {
+		r.Hint = s.Hint
+	}
+	return r
 }
 
 // Answer reports whether the attempt sent at at is refused.

@@ -69,9 +69,9 @@ func (k *Key) Reserve(at time.Time) (time.Duration, pacesim.Turn) {
 func (k *Key) Send() {}
 
 // Answer implements pacesim.Key.
-func (k *Key) Answer(refused bool, gen uint64, at time.Time) {
+func (k *Key) Answer(r pacesim.Reply, gen uint64, at time.Time) {
 	k.Set(at)
-	pacecore.Done(pacecore.Turn{H: k.Store.Open(k.Name), Gen: gen}, pacecore.Signal{Accepted: !refused, Refused: refused})
+	pacecore.Done(pacecore.Turn{H: k.Store.Open(k.Name), Gen: gen}, pacecore.Signal{Accepted: !r.Refused, Refused: r.Refused, Hinted: r.Hint > 0, Wait: r.Hint})
 	if k.Read != nil {
 		k.last = k.Read()
 	}
