@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"time"
 )
 
 // attemptRequest builds the request of one attempt: a shallow clone of the
@@ -24,15 +25,17 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 	// only with GetBody, which its attempts do not carry.
 	stoppable := !r.safe && (req.Body == nil || req.Body == http.NoBody)
 	// A copy of a race is cancelled when another copy's answer wins.
-	if r.s.attemptTimeout > 0 || stoppable || r.racing {
+	timeout := r.attemptTimeout(ctx, n)
+	// A body that may stall needs a context to end its connection by.
+	if timeout > 0 || stoppable || r.racing || r.s.stallTimeout > 0 {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)
 		a.cancel = cancel
-		if r.s.attemptTimeout > 0 {
+		if timeout > 0 {
 			// A timer rather than a deadline, so that it can be stopped
 			// when the response is returned: the timeout bounds the
 			// attempt, not the caller's reading of the body.
-			a.timer = r.s.afterFunc(r.s.attemptTimeout, func() { cancel(ErrAttemptTimeout) })
+			a.timer = r.s.afterFunc(timeout, func() { cancel(ErrAttemptTimeout) })
 		}
 	}
 	if !r.safe {
@@ -92,6 +95,25 @@ func (r *roundTrip) attemptRequest(ctx context.Context, n int) (*http.Request, a
 	return areq, a, nil
 }
 
+// attemptTimeout returns how long attempt n may wait for its response
+// (0: until ctx ends): AttemptTimeout, and, when a retry could follow it
+// (the request is replay-safe, attempts are left and the budget affords
+// a retry), at most half the time left before ctx's deadline, so that
+// the retry has the other half. A timeout that takes the whole time left
+// cuts an attempt short only to leave its retry no time.
+func (r *roundTrip) attemptTimeout(ctx context.Context, n int) time.Duration {
+	d := r.s.attemptTimeout
+	if d <= 0 || !r.safe || n >= r.s.maxAttempts || r.budgetRefuses(Transient) {
+		return d
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		if half := dl.Sub(r.s.now()) / 2; half > 0 {
+			d = min(d, half)
+		}
+	}
+	return d
+}
+
 // checkLength returns body counted against the request's ContentLength,
 // when it declares one.
 func (r *roundTrip) checkLength(body io.ReadCloser) io.ReadCloser {
@@ -148,7 +170,7 @@ func (a attempt) cause(parent, actx context.Context, err error) error {
 // wait for the response, not the caller's reading of it. Its context is
 // released when the body is closed rather than now, so the caller can still
 // read the body.
-func (a attempt) keepAlive(resp *http.Response) *http.Response {
+func (a attempt) keepAlive(resp *http.Response, s *settings) *http.Response {
 	a.timer.stop()
 	if a.cancel == nil {
 		return resp
@@ -165,6 +187,9 @@ func (a attempt) keepAlive(resp *http.Response) *http.Response {
 		return resp
 	}
 	resp.Body = body
+	if s.stallTimeout > 0 {
+		resp.Body = newStallBody(body, s, a.cancel)
+	}
 	return resp
 }
 

@@ -80,6 +80,65 @@ func TestAttemptTimeoutOnTheClock(t *testing.T) {
 	})
 }
 
+// An attempt that a retry could follow waits at most half the time left
+// before the deadline, so that the retry has the other half: under an
+// hour's deadline, an attempt timeout of 50 minutes cuts the first
+// attempt at 30, not before, and the retry answers. The last attempt
+// waits the whole timeout.
+func TestAttemptTimeoutLeavesRoomForARetry(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		var hits atomic.Int32
+		arrived := make(chan struct{}, 2)
+		srv := p.server(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Answer") == "" || hits.Add(1) == 1 {
+				arrived <- struct{}{}
+				<-r.Context().Done() // hangs until the attempt ends
+				return
+			}
+			io.WriteString(w, "ok")
+		}))
+		for _, c := range []struct {
+			name     string
+			attempts int
+			answer   bool
+			cut      time.Duration
+			want     string
+		}{
+			{"a retry can follow", 3, true, 30 * time.Minute, "200 OK ok"},
+			{"the last attempt", 1, false, 50 * time.Minute, ErrAttemptTimeout.Error()},
+		} {
+			clk := retrytest.NewClock(time.Now())
+			rt := New(p.base(t, srv), WithClock(clk), WithRandom(func() float64 { return 0.5 }),
+				WithAttemptTimeout(50*time.Minute), WithMaxAttempts(c.attempts))
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Hour))
+			req := mustRequest(t, "GET", srv.URL, nil).WithContext(ctx)
+			if c.answer {
+				req.Header.Set("X-Answer", "yes")
+			}
+			got := roundTripAsync(t, rt, req)
+			<-arrived
+			awaitTimers(t, clk, 1)
+			clk.Advance(c.cut - time.Millisecond)
+			select {
+			case s := <-got:
+				cancel()
+				t.Fatalf("%s: the call ended before its attempt's timeout: %s", c.name, s)
+			default:
+			}
+			clk.Advance(time.Millisecond)
+			select {
+			case s := <-got:
+				assert.Contains(t, s, c.want, c.name)
+			case <-time.After(10 * time.Second):
+				cancel() // ends the hanging attempt, and its handler
+				t.Fatalf("%s: the call did not end when the clock passed %v", c.name, c.cut)
+			}
+			cancel()
+			rt.CloseIdleConnections()
+		}
+	})
+}
+
 // The bound on draining a discarded answer's body runs on a TimerClock
 // too: a 503 whose body stalls is closed when the clock passes the bound,
 // and the retry answers.

@@ -62,6 +62,22 @@ var ErrAttemptTimeout error = attemptTimeoutError{}
 
 type attemptTimeoutError struct{}
 
+// ErrBodyStalled is the error of a Read of a response body that got no
+// bytes for [Transport.StallTimeout]. It is a [net.Error] whose Timeout
+// method reports true, and errors.Is(ErrBodyStalled,
+// context.DeadlineExceeded) is true.
+var ErrBodyStalled error = bodyStalledError{}
+
+type bodyStalledError struct{}
+
+func (bodyStalledError) Error() string { return "retry: response body stalled" }
+
+func (bodyStalledError) Timeout() bool { return true }
+
+func (bodyStalledError) Temporary() bool { return true }
+
+func (bodyStalledError) Is(target error) bool { return target == context.DeadlineExceeded }
+
 func (attemptTimeoutError) Error() string { return "retry: attempt timed out" }
 
 func (attemptTimeoutError) Timeout() bool { return true }

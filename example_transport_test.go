@@ -200,6 +200,30 @@ func ExampleWithAttemptTimeout() {
 	// 200 OK: hello
 }
 
+// WithStallTimeout ends the reading of a body whose server stops sending:
+// the Read fails with ErrBodyStalled, rather than waiting for the
+// context's deadline.
+func ExampleWithStallTimeout() {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		fmt.Fprint(w, "the first bytes")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // then nothing more
+	}))
+	defer srv.Close()
+
+	client := &http.Client{Transport: retry.New(nil, retry.WithStallTimeout(100*time.Millisecond))}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	fmt.Printf("%q, stalled: %v\n", body, errors.Is(err, retry.ErrBodyStalled))
+	// Output: "the first bytes", stalled: true
+}
+
 // WithRateLimitReset declares how an API's X-RateLimit-Reset header is
 // read, since APIs disagree (GitHub: a Unix time in seconds). The header
 // then sets a floor under the wait, as Retry-After does.

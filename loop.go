@@ -107,7 +107,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 			if b := r.s.budget; b != nil {
 				b.Success(r.paidFor())
 			}
-			return a.keepAlive(o.Response), nil
+			return a.keepAlive(o.Response, r.s), nil
 		}
 
 		var fromServer bool
@@ -124,7 +124,7 @@ func (r *roundTrip) run() (*http.Response, error) {
 				b.Success(r.paidFor())
 			}
 			r.giveUp(o.Attempt, class, o.Response, nil, stop)
-			return r.ended(a.keepAlive(o.Response), r.sent, stop), nil
+			return r.ended(a.keepAlive(o.Response, r.s), r.sent, stop), nil
 		}
 		if h := r.s.onRetry; h != nil {
 			h(r.event(o.Attempt, class, o.Response, o.Err, delay, fromServer, StopNone))

@@ -30,6 +30,9 @@ func WithMaxBufferedBody(n int64) Option { return func(t *Transport) { t.MaxBuff
 // WithAttemptTimeout sets [Transport.AttemptTimeout].
 func WithAttemptTimeout(d time.Duration) Option { return func(t *Transport) { t.AttemptTimeout = d } }
 
+// WithStallTimeout sets [Transport.StallTimeout].
+func WithStallTimeout(d time.Duration) Option { return func(t *Transport) { t.StallTimeout = d } }
+
 // WithRateLimitReset sets [Transport.RateLimitReset].
 func WithRateLimitReset(f ResetFormat) Option { return func(t *Transport) { t.RateLimitReset = f } }
 

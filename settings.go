@@ -26,6 +26,7 @@ type settings struct {
 	maxRetryAfter  time.Duration
 	maxBuffered    int64
 	attemptTimeout time.Duration
+	stallTimeout   time.Duration
 	rateLimitReset ResetFormat
 	longWait       LongWait
 	serverJitter   Jitter // nil: none
@@ -76,6 +77,7 @@ func (t *Transport) resolve() (settings, error) {
 		maxRetryAfter:  cmp.Or(t.MaxRetryAfter, DefaultMaxRetryAfter),
 		maxBuffered:    cmp.Or(t.MaxBufferedBody, DefaultMaxBufferedBody),
 		attemptTimeout: t.AttemptTimeout,
+		stallTimeout:   t.StallTimeout,
 		rateLimitReset: t.RateLimitReset,
 		longWait:       t.LongWait,
 		serverJitter:   t.ServerWaitJitter,
@@ -171,6 +173,7 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	c.maxRetryAfter = cmp.Or(o.MaxRetryAfter, s.maxRetryAfter)
 	c.maxBuffered = cmp.Or(o.MaxBufferedBody, s.maxBuffered)
 	c.attemptTimeout = cmp.Or(o.AttemptTimeout, s.attemptTimeout)
+	c.stallTimeout = cmp.Or(o.StallTimeout, s.stallTimeout)
 	c.rateLimitReset = cmp.Or(o.RateLimitReset, s.rateLimitReset)
 	c.longWait = cmp.Or(o.LongWait, s.longWait)
 	if o.ServerWaitJitter != nil {
@@ -253,6 +256,8 @@ func (t *Transport) check() error {
 		return fmt.Errorf("retry: MaxBufferedBody %d is negative", t.MaxBufferedBody)
 	case t.AttemptTimeout < 0:
 		return fmt.Errorf("retry: AttemptTimeout %v is negative", t.AttemptTimeout)
+	case t.StallTimeout < 0:
+		return fmt.Errorf("retry: StallTimeout %v is negative", t.StallTimeout)
 	case t.RateLimitReset > ResetUnixMillis:
 		return fmt.Errorf("retry: RateLimitReset %d is not a known format", t.RateLimitReset)
 	case t.LongWait > CapLongWait:

@@ -71,7 +71,23 @@ type Transport struct {
 	// bounded by the request's context, so bound the whole call with a
 	// context deadline or [http.Client.Timeout]. Zero means attempts are
 	// bounded only by the request's context.
+	//
+	// An attempt that a retry could follow (the request is replay-safe,
+	// attempts are left, and the Budget affords a retry) waits at most
+	// half the time left before the request's deadline, so that its
+	// retry has the other half; the last attempt waits the whole
+	// AttemptTimeout, or until the deadline.
 	AttemptTimeout time.Duration
+
+	// StallTimeout, if positive, bounds the wait for the next bytes of
+	// the body of the response RoundTrip returns: a Read that gets
+	// nothing for that long fails with [ErrBodyStalled], and the
+	// response's connection is closed. Only a Read that waits counts: a
+	// caller that reads slowly never stalls its body. Zero, the default,
+	// leaves the body bounded by the request's context alone, since some
+	// bodies are quiet by design (server-sent events, long polls, watch
+	// streams).
+	StallTimeout time.Duration
 
 	// RateLimitReset declares how a response's X-RateLimit-Reset header is
 	// read. Zero ignores it, since its meaning varies between APIs.
