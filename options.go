@@ -30,6 +30,13 @@ func WithMaxBufferedBody(n int64) Option { return func(t *Transport) { t.MaxBuff
 // WithAttemptTimeout sets [Transport.AttemptTimeout].
 func WithAttemptTimeout(d time.Duration) Option { return func(t *Transport) { t.AttemptTimeout = d } }
 
+// WithResume sets [Transport.Resumes]: at most n resumes of one
+// response's body; a negative n turns resuming off.
+func WithResume(n int) Option { return func(t *Transport) { t.Resumes = n } }
+
+// WithOnResume sets [Transport.OnResume].
+func WithOnResume(f func(ResumeEvent)) Option { return func(t *Transport) { t.OnResume = f } }
+
 // WithStallTimeout sets [Transport.StallTimeout].
 func WithStallTimeout(d time.Duration) Option { return func(t *Transport) { t.StallTimeout = d } }
 

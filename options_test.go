@@ -104,6 +104,8 @@ func fillTransport(t *testing.T, tr *Transport) {
 				fv.Set(reflect.ValueOf(func(Event) {}))
 			case "OnDone":
 				fv.Set(reflect.ValueOf(func(Summary) {}))
+			case "OnResume":
+				fv.Set(reflect.ValueOf(func(ResumeEvent) {}))
 			case "Breaker":
 				fv.Set(reflect.ValueOf(Breaker(breakerFunc(func(*http.Request) (Turn, error) { return recordingTurn{&recordingPacer{}}, nil }))))
 			case "Clock":

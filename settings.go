@@ -27,6 +27,8 @@ type settings struct {
 	maxBuffered    int64
 	attemptTimeout time.Duration
 	stallTimeout   time.Duration
+	resumes        int // 0: off
+	onResume       func(ResumeEvent)
 	rateLimitReset ResetFormat
 	longWait       LongWait
 	serverJitter   Jitter // nil: none
@@ -78,6 +80,8 @@ func (t *Transport) resolve() (settings, error) {
 		maxBuffered:    cmp.Or(t.MaxBufferedBody, DefaultMaxBufferedBody),
 		attemptTimeout: t.AttemptTimeout,
 		stallTimeout:   t.StallTimeout,
+		resumes:        resumes(t.Resumes, DefaultResumes),
+		onResume:       t.OnResume,
 		rateLimitReset: t.RateLimitReset,
 		longWait:       t.LongWait,
 		serverJitter:   t.ServerWaitJitter,
@@ -174,6 +178,12 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	c.maxBuffered = cmp.Or(o.MaxBufferedBody, s.maxBuffered)
 	c.attemptTimeout = cmp.Or(o.AttemptTimeout, s.attemptTimeout)
 	c.stallTimeout = cmp.Or(o.StallTimeout, s.stallTimeout)
+	if o.Resumes != 0 {
+		c.resumes = resumes(o.Resumes, 0)
+	}
+	if o.OnResume != nil {
+		c.onResume = bothResumes(s.onResume, o.OnResume)
+	}
 	c.rateLimitReset = cmp.Or(o.RateLimitReset, s.rateLimitReset)
 	c.longWait = cmp.Or(o.LongWait, s.longWait)
 	if o.ServerWaitJitter != nil {
@@ -308,3 +318,23 @@ func (e *invalidField) Error() string {
 }
 
 func (e *invalidField) Unwrap() error { return e.err }
+
+// resumes resolves a Resumes setting: zero is def, a negative number 0
+// (off).
+func resumes(n, def int) int {
+	switch {
+	case n == 0:
+		return def
+	case n < 0:
+		return 0
+	}
+	return n
+}
+
+// bothResumes returns a hook that runs first, then second.
+func bothResumes(first, second func(ResumeEvent)) func(ResumeEvent) {
+	if first == nil {
+		return second
+	}
+	return func(e ResumeEvent) { first(e); second(e) }
+}

@@ -89,6 +89,29 @@ type Transport struct {
 	// streams).
 	StallTimeout time.Duration
 
+	// Resumes is how many times the body of one response may be resumed
+	// when reading it fails midway with a transport error (a reset, a
+	// proxy's cut, an HTTP/2 GOAWAY, a stall under StallTimeout): the
+	// rest is asked for with Range and If-Range, checked to be the rest
+	// of the same representation, and read on as if nothing broke. Zero
+	// means [DefaultResumes]; a negative number turns resuming off.
+	//
+	// Only a GET answered 200 with a strong validator (a strong ETag, or
+	// a Last-Modified a second or more before the response's Date) is
+	// resumed; never a request with its own Range header, a body with a
+	// Content-Encoding or decoded by net/http, or multipart/byteranges.
+	// An answer that is not the rest (a 200, another validator, another
+	// range) is never spliced: the Read fails with a [*ResumeError]. A
+	// resume is no attempt of the call, which has ended: it takes a Pacer
+	// turn, asks the Breaker, runs BeforeAttempt (a signed request is
+	// signed anew) and is charged to the Budget as a transient retry, and
+	// OnResume is told of it. The first resume of a body goes at once,
+	// later ones after the Backoff's wait.
+	Resumes int
+
+	// OnResume, if set, is called after each resume of a body.
+	OnResume func(ResumeEvent)
+
 	// RateLimitReset declares how a response's X-RateLimit-Reset header is
 	// read. Zero ignores it, since its meaning varies between APIs.
 	RateLimitReset ResetFormat
@@ -310,6 +333,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		r.safe = ReplaySafe(req)
 		resp, err = r.run()
+		if err == nil {
+			resp = r.resumable(resp)
+		}
 	}
 	if h := s.onDone; h != nil {
 		h(r.summary(resp, err))

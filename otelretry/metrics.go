@@ -24,6 +24,7 @@ const (
 	MetricGiveUps     = "retry.client.give_ups"
 	MetricWait        = "retry.client.wait.duration"
 	MetricHedges      = "retry.client.hedges"
+	MetricResumes     = "retry.client.resumes"
 	MetricBudget      = "retry.client.budget.tokens"
 	MetricBreaker     = "retry.client.breaker.transitions"
 	MetricPacerRate   = "retry.client.pacer.rate"
@@ -45,6 +46,7 @@ const (
 	AttrFrom       = attribute.Key("retry.breaker.from")
 	AttrTo         = attribute.Key("retry.breaker.to")
 	AttrKey        = attribute.Key("retry.key")
+	AttrResumed    = attribute.Key("retry.resume.resumed")
 )
 
 // MetricsOptions configures [NewMetrics].
@@ -68,9 +70,9 @@ type MetricsOptions struct {
 // observing them when the meter collects. A hook records with no
 // allocation of its own. It is safe for concurrent use.
 type Metrics struct {
-	attempts, retries, giveUps, hedges, transitions metric.Int64Counter
-	wait                                            metric.Float64Histogram
-	registration                                    metric.Registration
+	attempts, retries, giveUps, hedges, transitions, resumes metric.Int64Counter
+	wait                                                     metric.Float64Histogram
+	registration                                             metric.Registration
 
 	// Attribute sets made once, indexed by class, reason and state, in
 	// the slices the instruments take: a slice made per call would be an
@@ -79,6 +81,7 @@ type Metrics struct {
 	byWait    [classCount][2][]metric.RecordOption
 	byReason  [reasonCount][]metric.AddOption
 	byChange  [breakerStateCount][breakerStateCount][]metric.AddOption
+	byResumed [2][]metric.AddOption
 	pacerKeys int
 }
 
@@ -97,7 +100,7 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 	if m.pacerKeys == 0 {
 		m.pacerKeys = defaultPacerKeys
 	}
-	var errs [8]error
+	var errs [9]error
 	m.attempts, errs[0] = meter.Int64Counter(MetricAttempts, metric.WithUnit("{attempt}"),
 		metric.WithDescription("Attempts sent, hedged copies included."))
 	m.retries, errs[1] = meter.Int64Counter(MetricRetries, metric.WithUnit("{retry}"),
@@ -111,6 +114,8 @@ func NewMetrics(o MetricsOptions) (*Metrics, error) {
 		metric.WithDescription("Copies of hedged attempts sent."))
 	m.transitions, errs[5] = meter.Int64Counter(MetricBreaker, metric.WithUnit("{transition}"),
 		metric.WithDescription("Circuit state changes, by the states left and entered."))
+	m.resumes, errs[8] = meter.Int64Counter(MetricResumes, metric.WithUnit("{resume}"),
+		metric.WithDescription("Resumes of broken response bodies, by whether the rest was spliced on."))
 	budget, err := meter.Int64ObservableGauge(MetricBudget, metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens left in the retry budget."))
 	errs[6] = err
@@ -168,6 +173,9 @@ func (m *Metrics) attributeSets() {
 	for r := range reasonCount {
 		m.byReason[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(AttrReason.String(retry.StopReason(r).Label())))}
 	}
+	for i, resumed := range []bool{false, true} {
+		m.byResumed[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(AttrResumed.Bool(resumed)))}
+	}
 	for from := range breakerStateCount {
 		for to := range breakerStateCount {
 			m.byChange[from][to] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
@@ -184,7 +192,8 @@ func (m *Metrics) Close() error {
 	return m.registration.Unregister()
 }
 
-// Options returns the hooks that record: OnRetry, OnHedge and OnDone.
+// Options returns the hooks that record: OnRetry, OnHedge, OnDone and
+// OnResume.
 // Given with other hooks of the same kinds, chain them instead
 // (RecordRetry(m.RecordRetry(nil)), say): an option replaces a hook.
 func (m *Metrics) Options() []retry.Option {
@@ -192,6 +201,22 @@ func (m *Metrics) Options() []retry.Option {
 		retry.WithOnRetry(m.RecordRetry(nil)),
 		retry.WithOnHedge(m.RecordHedge(nil)),
 		retry.WithOnDone(m.RecordDone(nil)),
+		retry.WithOnResume(m.RecordResume(nil)),
+	}
+}
+
+// RecordResume returns an OnResume hook that counts the resume, by
+// whether it spliced the rest on, then calls next, if not nil.
+func (m *Metrics) RecordResume(next func(retry.ResumeEvent)) func(retry.ResumeEvent) {
+	return func(e retry.ResumeEvent) {
+		resumed := 0
+		if e.Err == nil {
+			resumed = 1
+		}
+		m.resumes.Add(eventContext(e.Request), 1, m.byResumed[resumed]...)
+		if next != nil {
+			next(e)
+		}
 	}
 }
 

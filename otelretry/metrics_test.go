@@ -1,10 +1,13 @@
 package otelretry
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -59,7 +62,8 @@ func collected(t *testing.T, reader sdkmetric.Reader) map[string]map[string]floa
 // A call that is throttled (Retry-After: 1) and then fails twice with a
 // 500 records its four attempts, three retries by class, their waits
 // (one from the server), and a give-up by reason; the budget and the
-// Pacer's engaged keys are observed; a breaker's changes are counted.
+// Pacer's engaged keys (after a limit's refusals) are observed; a
+// breaker's changes are counted.
 func TestMetrics(t *testing.T) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -92,6 +96,20 @@ func TestMetrics(t *testing.T) {
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
+	// A limit's refusals engage the host's key: one success, then six
+	// refusals at once.
+	var turns []retry.Turn
+	for range 7 {
+		turn, err := pacer.Wait(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, turn)
+	}
+	turns[0].Done(retry.Feedback{Class: retry.Success})
+	for _, turn := range turns[1:] {
+		turn.Done(retry.Feedback{Class: retry.Throttled})
+	}
 
 	br := &breaker.Breaker{Failures: 1, OnStateChange: m.BreakerStateChange(nil)}
 	turn, _ := br.Allow(req)
@@ -108,7 +126,7 @@ func TestMetrics(t *testing.T) {
 		MetricGiveUps:   {"retry.reason=attempts_exhausted": 1},
 		MetricBudget:    {"": float64(budget.Tokens())},
 		MetricBreaker:   {"retry.breaker.from=closed,retry.breaker.to=open": 1},
-		MetricPacerKeys: {"": 1}, // the hinted refusal engaged the host
+		MetricPacerKeys: {"": 1}, // the refusals engaged the host
 	}
 	for name, points := range want {
 		for attrs, v := range points {
@@ -177,6 +195,48 @@ func TestHooksDoNotAllocate(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(1000, func() { onDone(s) }); a > 0 {
 		t.Errorf("OnDone: %v allocations", a)
+	}
+}
+
+// A body cut midway and resumed is counted as a resume that spliced the
+// rest on.
+func TestMetricsResumes(t *testing.T) {
+	data := bytes.Repeat([]byte("0123456789"), 500)
+	var n atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`)
+		if n.Add(1) == 1 {
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			w.Write(data[:1000])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection is cut
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(data))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	defer srv.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	m, err := NewMetrics(MetricsOptions{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := retry.New(nil, m.Options()...)
+	defer rt.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", srv.URL, nil)
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read %d bytes, %v; want the %d of the resource", len(got), err, len(data))
+	}
+	if v := collected(t, reader)[MetricResumes]["retry.resume.resumed=true"]; v != 1 {
+		t.Errorf("%s{resumed} = %v; want 1", MetricResumes, v)
 	}
 }
 

@@ -188,7 +188,9 @@ func TestDeadlines(t *testing.T) {
 	})
 	t.Run("call timeout", func(t *testing.T) {
 		api, c, _ := setup(t, Options{AttemptTimeout: time.Second, ReadTimeout: 100 * time.Millisecond})
-		api.inject("GET /v1/widgets/w1", stuck)
+		// Every attempt hangs. (Were only the first to, it would be cut at
+		// half the time left, 50ms, and its retry would answer.)
+		api.inject("GET /v1/widgets/w1", stuck, stuck, stuck, stuck, stuck)
 		start := time.Now()
 		_, err := c.GetWidget(context.Background(), "w1")
 		if !errors.Is(err, context.DeadlineExceeded) {
