@@ -127,6 +127,7 @@ type resumeBody struct {
 
 	offset  int64 // the bytes handed to the caller
 	resumes int
+	streak  int // resumes since the last byte read
 	prev    time.Duration
 	broken  error // a break to resume at the next Read
 	err     error // sticky: the body is done
@@ -155,6 +156,9 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 	b.mu.Unlock()
 	n, err := body.Read(p)
 	b.offset += int64(n)
+	if n > 0 {
+		b.streak = 0
+	}
 	switch {
 	case err == nil:
 		if n == 0 && len(p) == 0 && b.total >= 0 && b.offset >= b.total {
@@ -204,10 +208,11 @@ func (b *resumeBody) resume(cause error) error {
 			return cause
 		}
 		b.resumes++
+		b.streak++
 		ctx := b.req.Context()
 		var wait time.Duration
-		if b.resumes > 1 { // the first resume goes at once
-			wait = max(b.s.backoff.Delay(b.resumes-1, b.prev, b.s.rand()), 0)
+		if b.streak > 1 { // a resume after bytes read goes at once
+			wait = max(b.s.backoff.Delay(b.streak-1, b.prev, b.s.rand()), 0)
 			if err := b.s.sleep(ctx, wait); err != nil {
 				return cause
 			}
@@ -234,12 +239,18 @@ func (b *resumeBody) resume(cause error) error {
 		if h := b.s.onResume; h != nil {
 			h(ResumeEvent{Request: b.req, Resume: b.resumes, Offset: b.offset, Cause: cause, Wait: wait, Err: err})
 		}
-		if err == nil || rerr != nil {
+		var gave *Error
+		switch {
+		case err == nil || rerr != nil:
 			return err
+		case errors.As(err, &gave) && gave.Attempts == 0:
+			// A gate refused it (the Budget, the Breaker, a Pacer turn
+			// past the deadline): it would refuse the next one too.
+			return cause
 		}
-		// A resume that failed on the way (a gate refused it, or the
-		// connection): another, if any are left; the Read fails with the
-		// break itself when none are.
+		// A resume that failed on the way (its connection, or a 5xx or
+		// 429): another, if any are left; the Read fails with the break
+		// itself when none are.
 	}
 }
 
@@ -260,8 +271,12 @@ func (b *resumeBody) send(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode == http.StatusPartialContent || resp.StatusCode == http.StatusOK {
+	switch {
+	case resp.StatusCode == http.StatusPartialContent || resp.StatusCode == http.StatusOK:
 		return resp, nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		b.s.drain(resp.Body, drainLimit, drainTimeout)
+		return nil, fmt.Errorf("retry: the resume was answered %s", resp.Status)
 	}
 	b.s.drain(resp.Body, drainLimit, drainTimeout)
 	return nil, &ResumeError{Offset: b.offset, Reason: fmt.Errorf("the resume was answered %s", resp.Status)}

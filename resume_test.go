@@ -326,6 +326,43 @@ func TestResumeAfterStall(t *testing.T) {
 	})
 }
 
+// A resume answered 503 is tried again after the backoff, as a retry
+// would be; one the Budget refuses is not.
+func TestResumeAfterAFailedResume(t *testing.T) {
+	res := newResource(100_000)
+	var n atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", res.etag)
+		switch n.Add(1) {
+		case 1:
+			w.Header().Set("Content-Length", strconv.Itoa(len(res.data)))
+			w.Write(res.data[:30_000])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		case 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(res.data))
+	}))
+	srv.Config.ErrorLog = hostileLog
+	srv.Start()
+	defer srv.Close()
+	clk := retrytest.NewClock(time.Now())
+	var events []ResumeEvent
+	rt := New(nil, WithClock(clk), WithOnResume(func(e ResumeEvent) { events = append(events, e) }))
+	defer rt.CloseIdleConnections()
+	got, err := getAll(t, rt, srv.URL)
+	require.NoError(t, err)
+	assert.Equal(t, res.data, got)
+	require.Len(t, events, 2)
+	assert.ErrorContains(t, events[0].Err, "503")
+	assert.Zero(t, events[0].Wait, "the first resume goes at once")
+	assert.NoError(t, events[1].Err)
+	assert.Positive(t, events[1].Wait, "a resume after one that read nothing waits the backoff")
+	assert.Contains(t, clk.Waits(), events[1].Wait, "on the Transport's clock")
+}
+
 // A resume is charged to the Budget as a transient retry: with the
 // budget spent, the break is the Read's error.
 func TestResumeSpendsTheBudget(t *testing.T) {

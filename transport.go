@@ -105,8 +105,9 @@ type Transport struct {
 	// resume is no attempt of the call, which has ended: it takes a Pacer
 	// turn, asks the Breaker, runs BeforeAttempt (a signed request is
 	// signed anew) and is charged to the Budget as a transient retry, and
-	// OnResume is told of it. The first resume of a body goes at once,
-	// later ones after the Backoff's wait.
+	// OnResume is told of it. A resume after bytes were read goes at
+	// once; one that follows a resume that read nothing waits the
+	// Backoff's wait, growing with each in a row.
 	Resumes int
 
 	// OnResume, if set, is called after each resume of a body.

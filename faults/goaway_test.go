@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"go/version"
 	"io"
 	"net"
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +69,9 @@ type h2Server struct {
 	// perRequest, if not nil, picks the fault of every request instead,
 	// on every connection.
 	perRequest func() h2Fault
+	// etag, if not empty, is every response's ETag, and a GET with Range
+	// bytes=N- and a matching If-Range is answered 206 with the rest.
+	etag string
 
 	mu        sync.Mutex
 	closed    bool // close has run: accept closes what it accepts
@@ -78,11 +83,18 @@ type h2Server struct {
 
 func newH2Server(t *testing.T, fault func(conn int) h2Fault) *h2Server {
 	t.Helper()
+	return newH2ServerWithETag(t, fault, "")
+}
+
+// newH2ServerWithETag is newH2Server whose responses carry etag and
+// answer a range of the rest (see h2Server.etag).
+func newH2ServerWithETag(t *testing.T, fault func(conn int) h2Fault, etag string) *h2Server {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &h2Server{ln: ln, fault: fault, execs: make(map[string]int)}
+	s := &h2Server{ln: ln, fault: fault, etag: etag, execs: make(map[string]int)}
 	s.wg.Go(s.accept)
 	return s
 }
@@ -130,6 +142,7 @@ func (s *h2Server) executions(id string) int {
 type h2Request struct {
 	id, sum string
 	fault   h2Fault // what the server does once it has executed it
+	from    int     // the offset a range asks the body from; 0: the whole
 	body    bytes.Buffer
 }
 
@@ -180,7 +193,7 @@ func (s *h2Server) serve(c net.Conn, fault h2Fault) {
 			case stallRead:
 				time.Sleep(25 * time.Millisecond)
 			}
-			streams[id] = &h2Request{id: f.PseudoValue("path"), sum: headerValue(f, headerSum), fault: fault}
+			streams[id] = &h2Request{id: f.PseudoValue("path"), sum: headerValue(f, headerSum), fault: fault, from: s.rangeFrom(f)}
 			if fault == resetProtocolError {
 				fault = h2OK // once per connection
 			}
@@ -213,14 +226,14 @@ func (s *h2Server) serve(c net.Conn, fault h2Fault) {
 			fr.WriteGoAway(done, http2.ErrCodeNo, nil)
 			return
 		case goAwayMidBody:
-			writeH2Response(fr, done, responseBody[:len(responseBody)/2], false)
+			writeH2Response(fr, done, s.etag, r.from, len(responseBody)/2)
 			fr.WriteGoAway(done, http2.ErrCodeInternal, nil)
 			return
 		case resetProtocolError, resetEvery:
 			fr.WriteRSTStream(done, http2.ErrCodeProtocol)
 			continue
 		}
-		if writeH2Response(fr, done, responseBody, true) != nil {
+		if writeH2Response(fr, done, s.etag, r.from, len(responseBody)) != nil {
 			return
 		}
 	}
@@ -245,18 +258,43 @@ func headerValue(f *http2.MetaHeadersFrame, name string) string {
 	return ""
 }
 
-// writeH2Response sends a 200 with a Content-Length of the whole response
-// body, and body, which may be only part of it.
-func writeH2Response(fr *http2.Framer, stream uint32, body []byte, end bool) error {
+// writeH2Response sends responseBody from offset from (a 206 of the
+// rest when from > 0, else a 200), with etag when not empty, and the
+// body's bytes up to end: all of them ends the stream, fewer leave it
+// open.
+func writeH2Response(fr *http2.Framer, stream uint32, etag string, from, end int) error {
 	var block bytes.Buffer
 	enc := hpack.NewEncoder(&block)
-	enc.WriteField(hpack.HeaderField{Name: ":status", Value: "200"})
-	enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(responseBody))})
+	status := "200"
+	if from > 0 {
+		status = "206"
+	}
+	enc.WriteField(hpack.HeaderField{Name: ":status", Value: status})
+	enc.WriteField(hpack.HeaderField{Name: "content-length", Value: strconv.Itoa(len(responseBody) - from)})
+	if etag != "" {
+		enc.WriteField(hpack.HeaderField{Name: "etag", Value: etag})
+	}
+	if from > 0 {
+		enc.WriteField(hpack.HeaderField{Name: "content-range", Value: fmt.Sprintf("bytes %d-%d/%d", from, len(responseBody)-1, len(responseBody))})
+	}
 	err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: stream, BlockFragment: block.Bytes(), EndHeaders: true})
 	if err != nil {
 		return err
 	}
-	return fr.WriteData(stream, end, body)
+	return fr.WriteData(stream, end == len(responseBody), responseBody[from:max(end, from)])
+}
+
+// rangeFrom returns the offset a request's Range (bytes=N-) asks for,
+// when the server answers ranges and its If-Range matches; 0 otherwise.
+func (s *h2Server) rangeFrom(f *http2.MetaHeadersFrame) int {
+	if s.etag == "" || headerValue(f, "If-Range") != s.etag {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(headerValue(f, "Range"), "bytes="), "-"))
+	if err != nil || n < 0 || n >= len(responseBody) {
+		return 0
+	}
+	return n
 }
 
 // h2Transport returns a net/http Transport that speaks HTTP/2 over
@@ -390,6 +428,37 @@ func TestHTTP2GoAway(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestHTTP2GoAwayMidBodyResumed: a GET whose body an HTTP/2 GOAWAY
+// (INTERNAL_ERROR) breaks halfway is resumed on a new connection with
+// Range and If-Range, when its answer carries a strong ETag: the caller
+// reads the whole body, once.
+//
+// Bound: two requests to a loopback server that answers at once.
+func TestHTTP2GoAwayMidBodyResumed(t *testing.T) {
+	fds := openFDs(t)
+	s := newH2ServerWithETag(t, func(conn int) h2Fault {
+		if conn == 1 {
+			return goAwayMidBody
+		}
+		return h2OK
+	}, `"v1"`)
+	var events []retry.ResumeEvent
+	rt := retry.New(h2Transport(), retry.WithOnResume(func(e retry.ResumeEvent) { events = append(events, e) }))
+	id, body, rtErr, readErr := h2Do(context.Background(), t, rt, s.url(), kind{name: "GET", method: http.MethodGet})
+	rt.CloseIdleConnections()
+	s.close()
+	if rtErr != nil || readErr != nil || !bytes.Equal(body, responseBody) {
+		t.Fatalf("read %d of %d bytes: %v, %v; want the whole body", len(body), len(responseBody), rtErr, readErr)
+	}
+	if len(events) != 1 || events[0].Err != nil || events[0].Offset != int64(len(responseBody)/2) {
+		t.Errorf("resumes %+v; want one, at byte %d", events, len(responseBody)/2)
+	}
+	if n := s.executions(id); n != 2 {
+		t.Errorf("%s executed %d times; want 2: the GET and its resume", id, n)
+	}
+	checkNoLeaks(t, fds)
 }
 
 // h2ReplaysAfterProtocolError reports whether this Go's HTTP/2 client
