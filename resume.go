@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -132,9 +133,13 @@ type resumeBody struct {
 	broken  error // a break to resume at the next Read
 	err     error // sticky: the body is done
 
-	mu     sync.Mutex // guards body and closed against Close
+	mu     sync.Mutex // guards body, closed and ctx against Close
 	body   io.ReadCloser
 	closed bool
+	// ctx is the resumes' context, the call's until Close ends it: a
+	// Read waiting for a resume returns when the body is closed.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 func (b *resumeBody) Read(p []byte) (int, error) {
@@ -209,7 +214,16 @@ func (b *resumeBody) resume(cause error) error {
 		}
 		b.resumes++
 		b.streak++
-		ctx := b.req.Context()
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return cause
+		}
+		if b.ctx == nil {
+			b.ctx, b.cancel = context.WithCancel(b.req.Context())
+		}
+		ctx := b.ctx
+		b.mu.Unlock()
 		var wait time.Duration
 		if b.streak > 1 { // a resume after bytes read goes at once
 			wait = max(b.s.backoff.Delay(b.streak-1, b.prev, b.s.rand()), 0)
@@ -356,5 +370,8 @@ func (b *resumeBody) Close() error {
 		return nil
 	}
 	b.closed = true
+	if b.cancel != nil {
+		b.cancel()
+	}
 	return b.body.Close()
 }

@@ -363,6 +363,50 @@ func TestResumeAfterAFailedResume(t *testing.T) {
 	assert.Contains(t, clk.Waits(), events[1].Wait, "on the Transport's clock")
 }
 
+// Close ends a resume under way: a Read waiting for a resume that hangs
+// returns when the body is closed.
+func TestResumeEndsOnClose(t *testing.T) {
+	res := newResource(100_000)
+	var n atomic.Int32
+	hung := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", res.etag)
+		if n.Add(1) == 1 {
+			w.Header().Set("Content-Length", strconv.Itoa(len(res.data)))
+			w.Write(res.data[:30_000])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler)
+		}
+		close(hung)
+		<-r.Context().Done() // the resume hangs
+	}))
+	srv.Config.ErrorLog = hostileLog
+	srv.Start()
+	defer srv.Close()
+	rt := New(nil)
+	defer rt.CloseIdleConnections()
+	resp, err := rt.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
+	require.NoError(t, err)
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		read <- err
+	}()
+	select {
+	case <-hung:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no resume was sent")
+	}
+	resp.Body.Close()
+	select {
+	case err := <-read:
+		assert.Error(t, err)
+	case <-time.After(10 * time.Second):
+		srv.CloseClientConnections() // frees the hung handler
+		t.Fatal("the Read waiting for the resume did not return when the body was closed")
+	}
+}
+
 // A resume is charged to the Budget as a transient retry: with the
 // budget spent, the break is the Read's error.
 func TestResumeSpendsTheBudget(t *testing.T) {
