@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -198,6 +199,41 @@ func ExampleWithAttemptTimeout() {
 	// Output:
 	// attempt 1 timed out: true
 	// 200 OK: hello
+}
+
+// A download whose connection is cut midway is resumed where it broke,
+// with Range and If-Range: the caller reads the whole body, once.
+func ExampleWithResume() {
+	data := strings.Repeat("all the bytes of a large file. ", 4096)
+	var n atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"v1"`) // a strong validator: the body can be resumed
+		if n.Add(1) == 1 {
+			w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+			io.WriteString(w, data[:50_000])
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection is cut
+		}
+		http.ServeContent(w, r, "", time.Time{}, strings.NewReader(data))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	defer srv.Close()
+
+	client := &http.Client{Transport: retry.New(nil, retry.WithOnResume(func(e retry.ResumeEvent) {
+		fmt.Println("resumed at byte", e.Offset, "error:", e.Err)
+	}))}
+	resp, err := client.Get(srv.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	fmt.Println(len(body) == len(data) && string(body) == data, err)
+	// Output:
+	// resumed at byte 50000 error: <nil>
+	// true <nil>
 }
 
 // WithStallTimeout ends the reading of a body whose server stops sending:
