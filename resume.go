@@ -153,12 +153,15 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 		}
 		b.broken = nil
 	}
-	if b.total >= 0 && int64(len(p)) > b.total-b.offset {
-		p = p[:max(b.total-b.offset, 0)] // a part never yields past the end
-	}
 	b.mu.Lock()
 	body := b.body
 	b.mu.Unlock()
+	if b.total >= 0 && int64(len(p)) > b.total-b.offset {
+		if b.offset >= b.total && len(p) > 0 {
+			return b.end(body)
+		}
+		p = p[:b.total-b.offset] // a part never yields past the end
+	}
 	n, err := body.Read(p)
 	b.offset += int64(n)
 	if n > 0 {
@@ -166,9 +169,6 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == nil:
-		if n == 0 && len(p) == 0 && b.total >= 0 && b.offset >= b.total {
-			return 0, io.EOF
-		}
 		return n, nil
 	case err == io.EOF && (b.total < 0 || b.offset == b.total):
 		b.err = io.EOF
@@ -189,6 +189,23 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return b.Read(p)
+}
+
+// end reads body once all of the representation is read: it must end
+// there. Reading its EOF, rather than stopping short of it, lets net/http
+// reuse the connection; a byte more is not the resource's.
+func (b *resumeBody) end(body io.Reader) (int, error) {
+	var one [1]byte
+	n, err := body.Read(one[:])
+	switch {
+	case n > 0:
+		b.err = &ResumeError{Offset: b.offset, Reason: ErrBadRange, Err: errors.New("retry: the body is longer than the resource")}
+	case err == nil:
+		return 0, nil
+	default:
+		b.err = io.EOF // every byte is in: whatever ends the body ends it
+	}
+	return 0, b.err
 }
 
 // worthResuming reports whether a read that failed with err may be

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,6 +206,47 @@ func TestResumeLongDownload(t *testing.T) {
 		assert.LessOrEqual(t, s.sentBytes.Load(), int64(size)*105/100, "the server sent at most 5 %% more than the resource")
 		assert.Less(t, peak.Load(), before.HeapAlloc+size/2, "the body was streamed, not held")
 	})
+}
+
+// A resumable body read whole leaves its connection to be reused.
+func TestResumableBodyReusesItsConnection(t *testing.T) {
+	forEachProto(t, func(t *testing.T, p proto) {
+		res := newResource(100_000)
+		s := &rangeServer{res: res}
+		var conns atomic.Int32
+		srv := p.server(t, s, func(srv *httptest.Server) {
+			srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+				if state == http.StateNew {
+					conns.Add(1)
+				}
+			}
+		})
+		rt := New(p.base(t, srv))
+		defer rt.CloseIdleConnections()
+		for range 3 {
+			got, err := getAll(t, rt, srv.URL)
+			require.NoError(t, err)
+			require.Equal(t, res.data, got)
+		}
+		assert.EqualValues(t, 1, conns.Load(), "one connection for three calls")
+	})
+}
+
+// A body that yields more than its length (from a base transport that
+// does not hold it to Content-Length) fails the Read after the length,
+// with ErrBadRange: no byte past the resource is handed on.
+func TestResumableBodyLongerThanItsLength(t *testing.T) {
+	base := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		h := http.Header{"Etag": {`"v1"`}}
+		return &http.Response{StatusCode: 200, Status: "200 OK", Header: h, Request: req, ContentLength: 10,
+			Body: io.NopCloser(strings.NewReader("0123456789AB"))}, nil
+	})
+	resp, err := New(base).RoundTrip(mustRequest(t, "GET", "http://127.0.0.1:1/", nil))
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "0123456789", string(got))
+	assert.ErrorIs(t, err, ErrBadRange)
 }
 
 // What cannot be spliced is not: a resource that changed between the cut
