@@ -176,7 +176,7 @@ func (b *resumeBody) Read(p []byte) (int, error) {
 	case err == io.EOF:
 		err = io.ErrUnexpectedEOF // a part shorter than it said
 	}
-	if !b.worthResuming(err) {
+	if !b.worthResuming() {
 		b.err = err
 		return n, err
 	}
@@ -208,16 +208,17 @@ func (b *resumeBody) end(body io.Reader) (int, error) {
 	return 0, b.err
 }
 
-// worthResuming reports whether a read that failed with err may be
-// resumed: not when the caller's context ended or the caller closed the
-// body.
-func (b *resumeBody) worthResuming(err error) bool {
+// worthResuming reports whether a failed read may be resumed: not when
+// the caller's context ended or the caller closed the body.
+func (b *resumeBody) worthResuming() bool {
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()
-	return !closed && b.req.Context().Err() == nil && !errors.Is(err, errResumeClosed)
+	return !closed && b.req.Context().Err() == nil
 }
 
+// errResumeClosed is splice's error when the body was closed during the
+// resume: the next turn of resume's loop sees it closed.
 var errResumeClosed = errors.New("retry: body closed")
 
 // resume asks for the rest of the body after a break, cause, and makes it
@@ -294,10 +295,7 @@ func (b *resumeBody) send(req *http.Request) (*http.Response, error) {
 	s := *b.s
 	s.maxAttempts, s.hedge = 1, NoHedge
 	s.onRetry, s.onGiveUp, s.onDone = nil, nil, nil
-	r := roundTrip{s: &s, req: req, safe: true, rounds: 1, retried: Transient, timed: s.timed()}
-	if r.timed {
-		r.start = s.now()
-	}
+	r := roundTrip{s: &s, req: req, safe: true, rounds: 1, retried: Transient}
 	resp, err := r.run()
 	if err != nil {
 		return nil, err

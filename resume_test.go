@@ -101,6 +101,18 @@ func (s *rangeServer) headers() []http.Header {
 	return append([]http.Header(nil), s.requests...)
 }
 
+// quietServer starts h on a loopback HTTP/1.1 server that logs nothing
+// (the cuts the tests make are logged otherwise), closed when the test
+// ends.
+func quietServer(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ErrorLog = hostileLog
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // getAll GETs url through rt and reads the whole body.
 func getAll(t *testing.T, rt http.RoundTripper, url string, header ...string) ([]byte, error) {
 	t.Helper()
@@ -374,7 +386,7 @@ func TestResumeAfterStall(t *testing.T) {
 func TestResumeAfterAFailedResume(t *testing.T) {
 	res := newResource(100_000)
 	var n atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := quietServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", res.etag)
 		switch n.Add(1) {
 		case 1:
@@ -388,9 +400,6 @@ func TestResumeAfterAFailedResume(t *testing.T) {
 		}
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(res.data))
 	}))
-	srv.Config.ErrorLog = hostileLog
-	srv.Start()
-	defer srv.Close()
 	clk := retrytest.NewClock(time.Now())
 	var events []ResumeEvent
 	rt := New(nil, WithClock(clk), WithOnResume(func(e ResumeEvent) { events = append(events, e) }))
@@ -412,7 +421,7 @@ func TestResumeEndsOnClose(t *testing.T) {
 	res := newResource(100_000)
 	var n atomic.Int32
 	hung := make(chan struct{})
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := quietServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", res.etag)
 		if n.Add(1) == 1 {
 			w.Header().Set("Content-Length", strconv.Itoa(len(res.data)))
@@ -423,9 +432,6 @@ func TestResumeEndsOnClose(t *testing.T) {
 		close(hung)
 		<-r.Context().Done() // the resume hangs
 	}))
-	srv.Config.ErrorLog = hostileLog
-	srv.Start()
-	defer srv.Close()
 	rt := New(nil)
 	defer rt.CloseIdleConnections()
 	resp, err := rt.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
@@ -456,10 +462,7 @@ func TestResumeSpendsTheBudget(t *testing.T) {
 	res := newResource(100_000)
 	s := &rangeServer{res: res, cutAt: 20_000}
 	s.cuts.Store(1)
-	srv := httptest.NewUnstartedServer(s)
-	srv.Config.ErrorLog = hostileLog
-	srv.Start()
-	defer srv.Close()
+	srv := quietServer(t, s)
 	budget := &TokenBucket{Capacity: 10}
 	rt := New(nil, WithBudget(budget))
 	defer rt.CloseIdleConnections()
@@ -475,10 +478,7 @@ func TestResumeRunsBeforeAttempt(t *testing.T) {
 	res := newResource(100_000)
 	s := &rangeServer{res: res, cutAt: 20_000}
 	s.cuts.Store(1)
-	srv := httptest.NewUnstartedServer(s)
-	srv.Config.ErrorLog = hostileLog
-	srv.Start()
-	defer srv.Close()
+	srv := quietServer(t, s)
 	var signed atomic.Int32
 	rt := New(nil, WithBeforeAttempt(func(p Prepare) error {
 		p.Request.Header.Set("X-Signature", strconv.Itoa(int(signed.Add(1))))

@@ -181,9 +181,7 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	if o.Resumes != 0 {
 		c.resumes = resumes(o.Resumes, 0)
 	}
-	if o.OnResume != nil {
-		c.onResume = bothResumes(s.onResume, o.OnResume)
-	}
+	c.onResume = bothHooks(s.onResume, o.OnResume)
 	c.rateLimitReset = cmp.Or(o.RateLimitReset, s.rateLimitReset)
 	c.longWait = cmp.Or(o.LongWait, s.longWait)
 	if o.ServerWaitJitter != nil {
@@ -208,28 +206,28 @@ func (s *settings) withOptions(opts []Option) (*settings, error) {
 	if o.Key != nil {
 		c.key = o.Key
 	}
-	c.onRetry = bothEvents(s.onRetry, o.OnRetry)
-	c.onGiveUp = bothEvents(s.onGiveUp, o.OnGiveUp)
-	c.onDone = bothSummaries(s.onDone, o.OnDone)
+	c.onRetry = bothHooks(s.onRetry, o.OnRetry)
+	c.onGiveUp = bothHooks(s.onGiveUp, o.OnGiveUp)
+	c.onDone = bothHooks(s.onDone, o.OnDone)
 	c.beforeAttempt = bothPrepares(s.beforeAttempt, o.BeforeAttempt)
 	if o.hedgeSet {
 		c.hedge = o.Hedge // NoHedge too: it turns hedging off
 	}
-	c.onHedge = bothEvents(s.onHedge, o.OnHedge)
+	c.onHedge = bothHooks(s.onHedge, o.OnHedge)
 	c.waitFloor = bothFloors(s.waitFloor, o.WaitFloor)
 	return &c, nil
 }
 
-// bothEvents returns a hook that calls first and then second, either of
+// bothHooks returns a hook that calls first and then second, either of
 // which may be nil.
-func bothEvents(first, second func(Event)) func(Event) {
+func bothHooks[T any](first, second func(T)) func(T) {
 	switch {
 	case second == nil:
 		return first
 	case first == nil:
 		return second
 	}
-	return func(e Event) { first(e); second(e) }
+	return func(e T) { first(e); second(e) }
 }
 
 // bothFloors returns a WaitFloor that gives the longer of first's and
@@ -242,17 +240,6 @@ func bothFloors(first, second func(Outcome) time.Duration) func(Outcome) time.Du
 		return second
 	}
 	return func(o Outcome) time.Duration { return max(first(o), second(o)) }
-}
-
-// bothSummaries is bothEvents for OnDone hooks.
-func bothSummaries(first, second func(Summary)) func(Summary) {
-	switch {
-	case second == nil:
-		return first
-	case first == nil:
-		return second
-	}
-	return func(s Summary) { first(s); second(s) }
 }
 
 // check validates the fields as the user set them.
@@ -329,12 +316,4 @@ func resumes(n, def int) int {
 		return 0
 	}
 	return n
-}
-
-// bothResumes returns a hook that runs first, then second.
-func bothResumes(first, second func(ResumeEvent)) func(ResumeEvent) {
-	if first == nil {
-		return second
-	}
-	return func(e ResumeEvent) { first(e); second(e) }
 }

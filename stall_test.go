@@ -30,21 +30,30 @@ func stallServer(t *testing.T, p proto, more <-chan struct{}) *httptest.Server {
 	}))
 }
 
+// stalledAfterFirst GETs a stallServer's body through a Transport with
+// a StallTimeout of a minute on a fake clock, and reads its first part;
+// the response is closed when the test ends.
+func stalledAfterFirst(t *testing.T, p proto, more <-chan struct{}) (*http.Response, *retrytest.Clock) {
+	t.Helper()
+	srv := stallServer(t, p, more)
+	clk := retrytest.NewClock(time.Now())
+	rt := New(p.base(t, srv), WithClock(clk), WithStallTimeout(time.Minute))
+	t.Cleanup(rt.CloseIdleConnections)
+	resp, err := rt.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	first := make([]byte, 5)
+	_, err = io.ReadFull(resp.Body, first)
+	require.NoError(t, err)
+	require.Equal(t, "first", string(first))
+	return resp, clk
+}
+
 // A Read that gets no bytes for StallTimeout fails with ErrBodyStalled,
 // on the Transport's clock, not a moment before; over every protocol.
 func TestStallTimeout(t *testing.T) {
 	forEachProto(t, func(t *testing.T, p proto) {
-		srv := stallServer(t, p, nil)
-		clk := retrytest.NewClock(time.Now())
-		rt := New(p.base(t, srv), WithClock(clk), WithStallTimeout(time.Minute))
-		defer rt.CloseIdleConnections()
-		resp, err := rt.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		first := make([]byte, 5)
-		_, err = io.ReadFull(resp.Body, first)
-		require.NoError(t, err)
-		assert.Equal(t, "first", string(first))
+		resp, clk := stalledAfterFirst(t, p, nil)
 		// A minute with no Read under way stalls nothing, and leaves no
 		// timer pending: the next Read sets one.
 		clk.Advance(time.Minute)
@@ -71,7 +80,7 @@ func TestStallTimeout(t *testing.T) {
 			resp.Body.Close()
 			t.Fatal("the read did not end when the clock passed the stall timeout")
 		}
-		_, err = resp.Body.Read(make([]byte, 10))
+		_, err := resp.Body.Read(make([]byte, 10))
 		assert.ErrorIs(t, err, ErrBodyStalled, "a stalled body stays stalled")
 	})
 }
@@ -81,16 +90,7 @@ func TestStallTimeout(t *testing.T) {
 func TestStallTimeoutSlowReader(t *testing.T) {
 	forEachProto(t, func(t *testing.T, p proto) {
 		more := make(chan struct{})
-		srv := stallServer(t, p, more)
-		clk := retrytest.NewClock(time.Now())
-		rt := New(p.base(t, srv), WithClock(clk), WithStallTimeout(time.Minute))
-		defer rt.CloseIdleConnections()
-		resp, err := rt.RoundTrip(mustRequest(t, "GET", srv.URL, nil))
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		first := make([]byte, 5)
-		_, err = io.ReadFull(resp.Body, first)
-		require.NoError(t, err)
+		resp, clk := stalledAfterFirst(t, p, more)
 		clk.Advance(time.Hour) // the caller is busy; nothing is read
 		close(more)
 		rest, err := io.ReadAll(resp.Body)

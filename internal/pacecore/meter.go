@@ -58,31 +58,30 @@ func (m *meter) newest(now time.Time) *tally {
 // the newest one, returning the one that ended, if one did.
 func (m *meter) count(now time.Time, sent, ok int64) (ended tally, rolled bool) {
 	if (sent > 0 || ok > 0) && !m.start.IsZero() {
-		t := &m.b[m.head]
 		at := now
 		if end := m.start.Add(BucketWidth - 1); at.After(end) {
 			at = end
 		}
-		if t.first.IsZero() {
-			t.first = at
-		}
-		t.sent += sent
-		t.ok += ok
-		if ok > 0 && t.firstOK.IsZero() {
-			t.firstOK = at
-		}
+		m.b[m.head].add(at, sent, ok)
 		sent, ok = 0, 0
 	}
 	ended, rolled = m.roll(now)
 	if sent > 0 || ok > 0 { // the first event
-		t := m.newest(now)
-		t.sent += sent
-		t.ok += ok
-		if ok > 0 {
-			t.firstOK = now
-		}
+		m.b[m.head].add(now, sent, ok)
 	}
 	return ended, rolled
+}
+
+// add counts sent attempts and ok successes that came by at.
+func (t *tally) add(at time.Time, sent, ok int64) {
+	if t.first.IsZero() {
+		t.first = at
+	}
+	t.sent += sent
+	t.ok += ok
+	if ok > 0 && t.firstOK.IsZero() {
+		t.firstOK = at
+	}
 }
 
 // answer adds an answer: a refusal, or a success.
