@@ -5,11 +5,12 @@
 //
 // A host's circuit is closed while its attempts succeed. Failures that
 // say the server is failing, transient outcomes (a 500, a reset after the
-// request was written, an attempt timeout) and unsent ones (a refused
-// dial), open it: Failures of them in a row, or a FailureRate of the
-// attempts over Window once MinRequests were made. Throttles are no
-// failure (a Pacer's business), nor are permanent outcomes (a 404, the
-// caller's own cancellation). While open, every attempt to the host fails
+// request was written, an attempt timeout), unsent ones (a refused
+// dial) and a 503 that names no wait (a balancer with no healthy backend),
+// open it: Failures of them in a row, or a FailureRate of the attempts
+// over Window once MinRequests were made. A rate limit's refusals (a 429,
+// a 503 with Retry-After) are no failure (a Pacer's business), nor are
+// permanent outcomes (a 404, the caller's own cancellation). While open, every attempt to the host fails
 // at once, before anything is sent, with a [*retry.CircuitOpen]. After
 // OpenFor, or the Retry-After of the failure that opened it when that is
 // longer (up to MaxOpenFor), the circuit is half open: Probes attempts may

@@ -53,10 +53,22 @@ func (c *circuit) eventful() bool {
 	return c.state != Closed || c.inRow > 0 || c.failed != [windowBuckets]int{}
 }
 
-// failure reports whether an outcome of class counts against the circuit,
-// and success whether it shows the server up.
-func failure(class retry.Class) bool { return class == retry.Transient || class == retry.Unsent }
-func success(class retry.Class) bool { return class == retry.Success }
+// failure reports whether an outcome counts against the circuit, and
+// success whether it shows the server up. A 503 that names no wait is a
+// throttle to the Transport, but it refuses no rate (see
+// [retry.RateLimited]): it is how a balancer with no healthy backend
+// answers, so it counts as a failure; a 429, or a 503 with a server wait,
+// is left to a Pacer.
+func failure(f retry.Feedback) bool {
+	switch f.Class {
+	case retry.Transient, retry.Unsent:
+		return true
+	case retry.Throttled:
+		return !retry.RateLimited(f)
+	}
+	return false
+}
+func success(f retry.Feedback) bool { return f.Class == retry.Success }
 
 // closedTurn is the turn of an attempt on a closed circuit: the circuit
 // itself, so that it costs no allocation.
@@ -71,7 +83,7 @@ func (t *closedTurn) Done(f retry.Feedback) {
 		c.mu.Unlock() // opened meanwhile by another attempt
 		return
 	}
-	failed := c.count(now, f.Class)
+	failed := c.count(now, f)
 	if !failed || !c.tripped() {
 		c.mu.Unlock()
 		return
@@ -115,14 +127,14 @@ func (p *probe) Done(f retry.Feedback) {
 	}
 	var to State
 	switch {
-	case success(f.Class):
+	case success(f):
 		c.close()
 		to = Closed
-	case failure(f.Class):
+	case failure(f):
 		c.open(now, f)
 		to = Open
 	default:
-		c.mu.Unlock() // a throttle or a 404 says nothing of the outage
+		c.mu.Unlock() // a rate limit's refusal or a 404 says nothing of the outage
 		return
 	}
 	c.mu.Unlock()
@@ -141,14 +153,14 @@ func (p *probe) Abandon() {
 
 // count adds an outcome to the closed circuit's tallies, and reports
 // whether it was a failure. Outcomes that are neither a failure nor a
-// success (throttles, permanent answers) count in neither the row nor the
-// rate. c.mu must be held.
-func (c *circuit) count(now time.Time, class retry.Class) (failed bool) {
-	failed = failure(class)
+// success (rate limits' refusals, permanent answers) count in neither the
+// row nor the rate. c.mu must be held.
+func (c *circuit) count(now time.Time, f retry.Feedback) (failed bool) {
+	failed = failure(f)
 	switch {
 	case failed:
 		c.inRow++
-	case success(class):
+	case success(f):
 		c.inRow = 0
 	default:
 		return false

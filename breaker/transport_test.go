@@ -227,3 +227,48 @@ func TestTransportKey(t *testing.T) {
 		})
 	}
 }
+
+// A dependency that is down behind a balancer answers 503 with no wait:
+// its circuit opens, and the server sees Failures attempts, not one per
+// call. A rate limit's refusals, a 429 or a 503 with Retry-After, leave
+// the circuit closed: every call reaches the server. Over every protocol.
+func TestUnavailableWithoutWaitOpens(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		header http.Header
+		hits   int32
+	}{
+		{"503 without a wait", http.StatusServiceUnavailable, nil, 3},
+		{"503 with Retry-After", http.StatusServiceUnavailable, http.Header{"Retry-After": {"1"}}, 10},
+		{"429", http.StatusTooManyRequests, nil, 10},
+	}
+	for _, c := range cases {
+		var hits atomic.Int32
+		for name, s := range servers(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			for k, v := range c.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(c.status)
+		})) {
+			t.Run(c.name+"/"+name, func(t *testing.T) {
+				hits.Store(0)
+				br, _ := newBreaker(&Breaker{Failures: 3})
+				rt := retry.New(s.base, retry.WithBreaker(br), retry.WithMaxAttempts(1), retry.WithPacer(retry.NoPacer))
+				for range 10 {
+					req, _ := http.NewRequest(http.MethodGet, s.url, nil)
+					resp, err := rt.RoundTrip(req)
+					if err == nil {
+						resp.Body.Close()
+					} else if !errors.Is(err, retry.ErrCircuitOpen) {
+						t.Fatal(err)
+					}
+				}
+				if n := hits.Load(); n != c.hits {
+					t.Errorf("the server saw %d attempts of 10 calls; want %d", n, c.hits)
+				}
+			})
+		}
+	}
+}

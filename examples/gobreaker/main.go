@@ -71,10 +71,11 @@ func (h *hostBreakers) Allow(req *http.Request) (retry.Turn, error) {
 type turn func(error)
 
 func (t turn) Done(f retry.Feedback) {
-	switch f.Class {
-	case retry.Success:
+	switch {
+	case f.Class == retry.Success:
 		t(nil)
-	case retry.Transient, retry.Unsent:
+	case f.Class == retry.Transient, f.Class == retry.Unsent,
+		f.Class == retry.Throttled && !retry.RateLimited(f): // a 503 that names no wait: a backend down
 		t(errFailed)
 	default:
 		t(errExcluded)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -32,15 +34,28 @@ func TestRun(t *testing.T) {
 	}
 }
 
-// Outcomes that are no failure leave gobreaker's counts alone.
+// Outcomes that are no failure leave gobreaker's counts alone: a rate
+// limit's refusal and an abandoned turn. A 503 that names no wait is a
+// failure.
 func TestExcluded(t *testing.T) {
 	var got []error
 	tr := turn(func(err error) { got = append(got, err) })
-	tr.Done(retry.Feedback{Class: retry.Throttled})
+	unavailable := func(h http.Header) *http.Response {
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: h}
+	}
+	tr.Done(retry.Feedback{Class: retry.Throttled, Response: &http.Response{StatusCode: http.StatusTooManyRequests}})
+	tr.Done(retry.Feedback{Class: retry.Throttled, Response: unavailable(http.Header{"Retry-After": {"1"}}), Hinted: true, Wait: time.Second})
 	tr.Abandon()
+	tr.Done(retry.Feedback{Class: retry.Throttled, Response: unavailable(nil)})
 	tr.Done(retry.Feedback{Class: retry.Transient})
 	tr.Done(retry.Feedback{Class: retry.Success})
-	if len(got) != 4 || got[0] != errExcluded || got[1] != errExcluded || got[2] != errFailed || got[3] != nil {
-		t.Errorf("reported %v", got)
+	want := []error{errExcluded, errExcluded, errExcluded, errFailed, errFailed, nil}
+	if len(got) != len(want) {
+		t.Fatalf("reported %v; want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("outcome %d reported %v; want %v", i, got[i], want[i])
+		}
 	}
 }
