@@ -37,15 +37,17 @@ type Budget interface {
 	Success(retried Class)
 }
 
-// Defaults of a [TokenBucket] whose fields are zero. They are the AWS SDK's
-// retry quota (500 tokens, a retry costs 5, a timeout 10, a success returns
-// 1 and a retry that succeeds gets its cost back), with the timeout's price
-// charged to every [Transient] outcome.
+// Defaults of a [TokenBucket] whose fields are zero. They are the AWS SDKs'
+// retry quota with the costs of their 2026 rules (500 tokens; a retry costs
+// 14, 5 after a throttle; a success returns 1 and a retry that succeeds
+// gets its cost back). The open-loop overload benchmark (bench/metastable)
+// chose them over the older 10 for a transient retry, and over a share of
+// traffic.
 const (
 	defaultBudgetCapacity = 500
 	defaultThrottledCost  = 5
 	defaultUnsentCost     = 5
-	defaultTransientCost  = 10
+	defaultTransientCost  = 14
 	defaultBudgetRefill   = 1
 )
 
@@ -74,11 +76,11 @@ func (noBudget) Success(Class)         {}
 // The defaults never bite a healthy client. A request that succeeds on its
 // first or second attempt costs nothing (it adds a token), so the bucket
 // only drains when retries themselves fail: by 5 tokens for each retry of
-// a rate limit's refusal (a 429) or of an unsent attempt that fails, 10
+// a rate limit's refusal (a 429) or of an unsent attempt that fails, 14
 // for a transient one or one after a 503 that names no wait, against 1
 // for each success. A full bucket pays for 100 failed throttled retries
-// (50 transient ones) with no success between them, and it stays full as
-// long as at most one retry fails for every 5 successes (every 10,
+// (35 transient ones) with no success between them, and it stays full as
+// long as at most one retry fails for every 5 successes (every 14,
 // transient).
 // What it stops is a client whose retries keep failing: a server that is
 // down, or one refusing far more than it serves. A client that means to
@@ -108,8 +110,8 @@ type TokenBucket struct {
 	// (or any class the Transport retries that is not one of the others),
 	// and after a 503 that names no wait. The server may have done the
 	// work, or is overloaded, so a retry may add to its load: it costs
-	// twice as much by default, as a timeout does in the AWS SDK.
-	// Zero means 10.
+	// almost three times as much by default, as in the AWS SDKs' 2026
+	// rules. Zero means 14.
 	TransientCost int
 
 	// Refill is the number of tokens a success puts back. Zero means 1.

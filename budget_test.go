@@ -35,12 +35,13 @@ func TestTokenBucketArithmetic(t *testing.T) {
 				successOp(Undecided, 500), // full: nothing to refill
 				retryOp(Throttled, true, 495),
 				retryOp(Unsent, true, 490),
-				retryOp(Transient, true, 480),
-				retryOp(Class(42), true, 470), // an unknown class pays the transient price
-				successOp(Undecided, 471),
-				successOp(Transient, 482), // 1 and the transient retry's 10 back
-				successOp(Throttled, 488),
-				successOp(Unsent, 494),
+				retryOp(Transient, true, 476),
+				retryOp(Class(42), true, 462), // an unknown class pays the transient price
+				successOp(Undecided, 463),
+				successOp(Transient, 478), // 1 and the transient retry's 14 back
+				successOp(Throttled, 484),
+				successOp(Unsent, 490),
+				successOp(Throttled, 496),
 				successOp(Throttled, 500), // capped
 			},
 		},
@@ -244,19 +245,19 @@ func attemptsOf(t *testing.T, rt *recorded, base *failing) (int, StopReason) {
 }
 
 // TestDefaultBudget checks the budget every Transport has unless told
-// otherwise: 500 tokens, 5 a throttled retry, of its own.
+// otherwise: 500 tokens, 14 a transient retry, of its own.
 func TestDefaultBudget(t *testing.T) {
 	base := &failing{}
 	base.down.Store(true)
 	// MaxAttempts 4: 3 retries of a bare 503, charged as transient ones:
-	// 30 tokens a request.
+	// 42 tokens a request.
 	rt := newRecorded(base)
-	for i := range 16 {
+	for i := range 11 {
 		n, reason := attemptsOf(t, rt, base)
 		require.Equal(t, 4, n, "request %d", i)
 		require.Equal(t, StopAttempts, reason, "request %d", i)
 	}
-	// 20 tokens are left: two more retries, then the budget says no.
+	// 38 tokens are left: two more retries, then the budget says no.
 	n, reason := attemptsOf(t, rt, base)
 	assert.Equal(t, 3, n)
 	assert.Equal(t, StopBudget, reason)
@@ -304,10 +305,10 @@ func TestNilBudgetIsTheDefault(t *testing.T) {
 func TestSharedBudget(t *testing.T) {
 	base := &failing{}
 	base.down.Store(true)
-	shared := &TokenBucket{Capacity: 10}
+	shared := &TokenBucket{Capacity: 14}
 	a := newRecorded(base, WithBudget(shared))
 	b := newRecorded(base, WithBudget(shared))
-	n, _ := attemptsOf(t, a, base) // one retry of a bare 503: 10 tokens
+	n, _ := attemptsOf(t, a, base) // one retry of a bare 503: 14 tokens
 	assert.Equal(t, 2, n)
 	n, reason := attemptsOf(t, b, base)
 	assert.Equal(t, 1, n)

@@ -12,7 +12,7 @@ import (
 // A TokenBucket shared by two Transports. While the server is down, the
 // retries of the first spend the budget and the second gives up at once
 // instead of adding its own; successes refill it, and retries resume.
-// (Every Transport has a budget of its own by default: 500 tokens, 10
+// (Every Transport has a budget of its own by default: 500 tokens, 14
 // per retry of a server that is down, as this bare 503 says, and 5 per
 // retry of a rate limit's refusal. This one is small to show it at work.)
 func ExampleTokenBucket() {
@@ -26,7 +26,7 @@ func ExampleTokenBucket() {
 	}))
 	defer srv.Close()
 
-	budget := &retry.TokenBucket{Capacity: 20, Refill: 2} // two retries, 10 tokens each
+	budget := &retry.TokenBucket{Capacity: 28, Refill: 4} // two retries, 14 tokens each
 	newClient := func() *retry.Transport {
 		return retry.New(nil,
 			retry.WithBudget(budget),
@@ -63,11 +63,11 @@ func ExampleTokenBucket() {
 	// a: 503 Service Unavailable, 0 tokens left
 	//   gave up at attempt 1: retry budget exhausted
 	// b: 503 Service Unavailable, 0 tokens left
-	// b: 200 OK, 2 tokens left
 	// b: 200 OK, 4 tokens left
-	// b: 200 OK, 6 tokens left
 	// b: 200 OK, 8 tokens left
-	// b: 200 OK, 10 tokens left
+	// b: 200 OK, 12 tokens left
+	// b: 200 OK, 16 tokens left
+	// b: 200 OK, 20 tokens left
 	//   gave up at attempt 2: retry budget exhausted
-	// a: 503 Service Unavailable, 0 tokens left
+	// a: 503 Service Unavailable, 6 tokens left
 }

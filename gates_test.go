@@ -237,7 +237,7 @@ func TestPacedRetryIsFree(t *testing.T) {
 	}{
 		{"429", status(429), 500},
 		{"503 with Retry-After", status(503, "Retry-After", "1"), 500},
-		{"bare 503", status(503), 491}, // two retries at 10 (a transient's price); the answer gives back the last's, and 1
+		{"bare 503", status(503), 487}, // two retries at 14 (a transient's price); the answer gives back the last's, and 1
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := newScript(t, tc.first, tc.first, status(200))

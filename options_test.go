@@ -46,8 +46,8 @@ func TestContextWithOptions(t *testing.T) {
 
 		assert.EqualValues(t, 1, s.newConn.Load(), "the per-request settings share the Transport's connections")
 		// Every retry was paid from the one budget: 3 + 1 bare 503s, at a
-		// transient retry's 10 tokens.
-		assert.Equal(t, 500-4*10, budget.Tokens())
+		// transient retry's 14 tokens.
+		assert.Equal(t, 500-4*14, budget.Tokens())
 	})
 	t.Run("invalid", func(t *testing.T) {
 		rt, _ := testTransport(nil)

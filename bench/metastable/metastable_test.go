@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	sdkretry "github.com/aws/aws-sdk-go-v2/aws/retry"
 	"go.uber.org/goleak"
+
+	"github.com/backoff-jitter/retry"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -209,4 +211,38 @@ func TestAWSStandard(t *testing.T) {
 		t.Fatalf("%v, %v after %d attempts; want the 503 after 2, the quota spent", resp, err, hits.Load())
 	}
 	resp.Body.Close()
+}
+
+// The share budget allows 20 % of the window's first attempts plus 10 a
+// second, forgets what left the window, and counts retries of every class.
+func TestShareBudget(t *testing.T) {
+	now := time.Unix(1_000, 0)
+	b := newShareBudget()
+	b.now = func() time.Time { return now }
+	for range 500 {
+		b.request()
+	}
+	allowed := 0
+	for range 1_000 {
+		if b.AllowRetry(retry.Transient) {
+			allowed++
+		}
+	}
+	if allowed != 200 { // 0.2 * 500 + 10 * 10
+		t.Fatalf("allowed %d retries of 500 requests; want 200", allowed)
+	}
+	now = now.Add(9 * time.Second)
+	if b.AllowRetry(retry.Throttled) {
+		t.Fatal("a retry allowed 9 s later, with the window's share spent")
+	}
+	now = now.Add(time.Second) // the first second leaves the window
+	allowed = 0
+	for range 1_000 {
+		if b.AllowRetry(retry.Unsent) {
+			allowed++
+		}
+	}
+	if allowed != 100 {
+		t.Fatalf("allowed %d retries after the window moved on; want the 100 of the floor", allowed)
+	}
 }

@@ -41,11 +41,9 @@ var Strategies = []Strategy{
 	{Name: "retry+attempt-timeout", New: func(base http.RoundTripper) http.RoundTripper {
 		return retry.New(base, retry.WithAttemptTimeout(300*time.Millisecond))
 	}},
-	// A candidate for the default budget's costs: the AWS SDK's 2026 ones
-	// (14 tokens a transient retry, 5 a throttled one).
-	{Name: "retry+aws-costs", New: func(base http.RoundTripper) http.RoundTripper {
-		return retry.New(base, retry.WithBudget(&retry.TokenBucket{TransientCost: 14}))
-	}},
+	// The shape the default budget was chosen over: a share of traffic,
+	// Finagle's (20 % of the last 10 s's requests, plus 10 a second).
+	{Name: "retry+share", New: withShareBudget},
 	{Name: "retry+route53", New: func(base http.RoundTripper) http.RoundTripper {
 		return retry.New(base, awsretry.Options()...)
 	}},

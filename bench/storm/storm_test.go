@@ -103,9 +103,10 @@ func TestBackoffStrategiesFinish(t *testing.T) {
 }
 
 // TestBudgetInAnOutage checks both budget strategies against a long
-// outage with retries 1 ms apart: the budget's 50 retries of the outage's
-// bare 503s (10 tokens each, a transient retry's price) are spent in it. A client that is refused and does not insist gives
-// up; one that insists finishes after the outage.
+// outage with retries 1 ms apart: the budget's 35 retries of the outage's
+// bare 503s (14 tokens each, a transient retry's price) are spent in it.
+// A client that is refused and does not insist gives up; one that
+// insists finishes after the outage.
 func TestBudgetInAnOutage(t *testing.T) {
 	cfg := tiny()
 	cfg.Clients, cfg.Outage, cfg.Base, cfg.Cap = 20, 400*time.Millisecond, time.Millisecond, 2*time.Millisecond
@@ -118,8 +119,8 @@ func TestBudgetInAnOutage(t *testing.T) {
 	if r.GaveUp != cfg.Clients || r.Refused != int64(cfg.Clients) || r.Successes != 0 {
 		t.Errorf("without reissue: %d gave up, %d refused, %d successes; want %d, %d, 0", r.GaveUp, r.Refused, r.Successes, cfg.Clients, cfg.Clients)
 	}
-	if want := int64(cfg.Clients + 50); r.Attempts != want {
-		t.Errorf("without reissue: %d attempts; want %d: one each and the 50 retries the budget paid for", r.Attempts, want)
+	if want := int64(cfg.Clients + 35); r.Attempts != want {
+		t.Errorf("without reissue: %d attempts; want %d: one each and the 35 retries the budget paid for", r.Attempts, want)
 	}
 
 	insist, _ := StrategyNamed("full-jitter+budget")
