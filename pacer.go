@@ -69,6 +69,9 @@ type Feedback struct {
 	// Transport's MaxRetryAfter, the longest server wait it honours.
 	Wait   time.Duration
 	Hinted bool
+	// Quota is the quota the response publishes (see [ParseQuota]), for
+	// a success or a throttle; the zero Quota when it publishes none.
+	Quota Quota
 }
 
 // feedback is what the Transport tells its Pacer of outcome o of class c.
@@ -80,10 +83,18 @@ func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
 	switch c {
 	case Throttled:
 		f.Wait, f.Hinted = ServerWait(o.Response.Header, r.s.now(), r.s.rateLimitReset)
+		f.Quota, _ = readQuota(o.Response.Header, r.s.now)
 	case Success:
 		f.Wait, f.Hinted = quotaExhausted(o.Response.Header, r.s.now)
+		f.Quota, _ = readQuota(o.Response.Header, r.s.now)
 	}
 	f.Wait = min(f.Wait, r.s.maxRetryAfter) // no Transport's wait is longer
+	if f.Quota.Published() {
+		// Nor is a quota spread past it: a wait for its reset is one.
+		if limit := r.s.now().Add(r.s.maxRetryAfter); f.Quota.Reset.After(limit) {
+			f.Quota.Reset = limit
+		}
+	}
 	return f
 }
 

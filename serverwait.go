@@ -226,46 +226,48 @@ func rateLimitWait(lines []string) (time.Duration, bool) {
 	var wait time.Duration
 	found := false
 	for _, line := range lines {
-		d, exhausted, ok := parseRateLimitLine(line)
+		ok := walkRateLimitLine(line, func(r, t int64, tSet bool) {
+			if r == 0 && tSet {
+				wait, found = max(wait, secondsWait(t, 0)), true
+			}
+		})
 		if !ok {
 			// §7: "Malformed RateLimit header fields MUST be ignored."
 			return 0, false
-		}
-		if exhausted {
-			wait, found = max(wait, d), true
 		}
 	}
 	return wait, found
 }
 
-// parseRateLimitLine parses s, one RateLimit field line, as a Structured
-// Field List (RFC 9651 §4.2.1) of service limit items. It reports whether
-// s is well-formed and, if so, whether a policy whose r is 0 has a t, and
-// the longest such t.
-func parseRateLimitLine(s string) (wait time.Duration, exhausted, ok bool) {
+// walkRateLimitLine parses s, one RateLimit field line, as a Structured
+// Field List (RFC 9651 §4.2.1) of service limit items, calling policy
+// with each item's remaining quota r and its reset t (tSet: present). It
+// reports whether s is well-formed; the items before a malformed one have
+// been walked.
+func walkRateLimitLine(s string, policy func(r, t int64, tSet bool)) (ok bool) {
 	s = trimFieldOWS(s)
 	for s != "" {
 		var kind sfKind
 		if kind, _, s = parseBareItem(s); kind != sfString && kind != sfToken {
 			// §4.1 names a policy; an Inner List or a number names none.
-			return 0, false, false
+			return false
 		}
 		var r, t int64
 		rSet, tSet := false, false
 		for s != "" && s[0] == ';' {
 			var key string
 			if key, s = parseKey(strings.TrimLeft(s[1:], " ")); key == "" {
-				return 0, false, false
+				return false
 			}
 			kind, n := sfBoolean, int64(1) // a parameter without a value is true
 			if s != "" && s[0] == '=' {
 				if kind, n, s = parseBareItem(s[1:]); kind == sfInvalid {
-					return 0, false, false
+					return false
 				}
 			}
 			if (key == "r" || key == "t") && (kind != sfInteger || n < 0) {
 				// §4.1.1 and §4.1.2: both are non-negative Integers.
-				return 0, false, false
+				return false
 			}
 			// RFC 9651 §4.2.3.2: a repeated key overwrites the earlier value.
 			switch key {
@@ -276,23 +278,21 @@ func parseRateLimitLine(s string) (wait time.Duration, exhausted, ok bool) {
 			}
 		}
 		if !rSet {
-			return 0, false, false // §4.1: r is required
+			return false // §4.1: r is required
 		}
-		if r == 0 && tSet {
-			wait, exhausted = max(wait, secondsWait(t, 0)), true
-		}
+		policy(r, t, tSet)
 		s = strings.TrimLeft(s, " \t")
 		if s == "" {
 			break
 		}
 		if s[0] != ',' {
-			return 0, false, false
+			return false
 		}
 		if s = strings.TrimLeft(s[1:], " \t"); s == "" {
-			return 0, false, false // a trailing comma
+			return false // a trailing comma
 		}
 	}
-	return wait, exhausted, true
+	return true
 }
 
 // quotaExhausted reports the wait a response announces while it still

@@ -10,7 +10,7 @@ import (
 // codecVersion is the first byte of an encoded state. A state encoded by
 // another version is refused: the fleet's keys start afresh (see
 // UnmarshalBinary), as after a Redis restart.
-const codecVersion = 3
+const codecVersion = 4
 
 // errCodec is the error of an encoded state that cannot be read.
 var errCodec = errors.New("pacecore: encoded state of another version, or cut short")
@@ -101,6 +101,16 @@ func code[C coder](c C, s *State) {
 	c.f64(&s.floor)
 	c.t(&s.chainStart)
 	c.f64(&s.chainRate)
+	q := &s.quota
+	c.i64(&q.remaining)
+	c.t(&q.reset)
+	spreading, zeros := int64(0), int64(q.zeros)
+	if q.spreading {
+		spreading = 1
+	}
+	c.i64(&spreading)
+	c.i64(&zeros)
+	q.spreading, q.zeros = spreading == 1, int(zeros)
 }
 
 type encoder struct{ b []byte }

@@ -21,6 +21,7 @@ type State struct {
 	sched  schedule  // the turns handed out, and the server's pause
 	engage cusum     // while idle: the evidence of a limit
 	window window    // slow start's slots
+	quota  quota     // the quota the server publishes
 	gen    genTally  // the answers of attempts paced at the rate in force
 	// half and halfBefore are those paced since the rate in force was
 	// halfFrom, and over the half before (see cut).
@@ -127,6 +128,8 @@ type Event struct {
 	// hold off.
 	Hinted bool
 	Wait   time.Duration
+	// Quota is the quota the answer published, if any.
+	Quota Quota
 }
 
 // Effects is what a step asks of the driver, and what it answers.
@@ -192,13 +195,34 @@ func (s *State) Step(now time.Time, ev Event) Effects {
 			wasSlow := s.mode == SlowStart
 			fx.Void = s.answer(now, ev, engaged) || fx.Void
 			fx.Wake = fx.Wake || wasSlow && s.mode != SlowStart
+			fx.Void = s.spread(now, ev) || fx.Void
 		}
 	}
 	return fx
 }
 
+// spread reads the quota an answer published and decides whether it
+// binds; with nothing left to spread, every turn waits for the reset. It
+// reports whether the turns handed out are void.
+func (s *State) spread(now time.Time, ev Event) (void bool) {
+	s.quota.read(ev.Quota, ev.Accepted, ev.Refused)
+	inflight := s.meter.unanswered()
+	s.quota.judge(now, s.meter.sendRate(now), inflight)
+	if r, ok := s.quota.rate(now, inflight); ok && r == 0 && s.sched.paused.Before(s.quota.reset) {
+		s.sched.pause(s.quota.reset)
+		return true
+	}
+	return false
+}
+
 // reserve hands out the turn of an attempt about to be sent at now.
 func (s *State) reserve(now, deadline time.Time) Grant {
+	if r, ok := s.quota.rate(now, s.meter.unanswered()); ok { // a quota caps every mode's pace
+		if s.mode == Paced {
+			r = min(r, s.Rate(now))
+		}
+		return s.sched.take(now, r, deadline)
+	}
 	switch s.mode {
 	case SlowStart:
 		return s.window.take(now)
@@ -345,9 +369,10 @@ func (s *State) Calm(now time.Time) bool {
 }
 
 // Unpaced reports whether an attempt at now goes without a turn and
-// without a step but its count: the key is idle and not paused.
+// without a step but its count: the key is idle, not paused, and no
+// published quota binds.
 func (s *State) Unpaced(now time.Time) bool {
-	return s.mode == Idle && !s.sched.paused.After(now)
+	return s.mode == Idle && !s.sched.paused.After(now) && !s.quota.binds(now)
 }
 
 // BucketEnd returns when the meter's current bucket ends; zero before

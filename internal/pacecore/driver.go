@@ -44,6 +44,7 @@ type Signal struct {
 	Accepted, Refused bool
 	Hinted            bool
 	Wait              time.Duration
+	Quota             Quota // the quota the answer published, if any
 }
 
 // Store keeps the states of a Driver's keys: in memory, or in Redis for
@@ -140,18 +141,19 @@ func Wait(ctx context.Context, h Handle) (Turn, error) {
 }
 
 // Done tells t's key the outcome of the attempt sent on t, and closes
-// it. A success of a calm key is only counted; an outcome that says
-// nothing of the rate changes nothing (but gives back a slot).
+// it. A success of a calm key that publishes no quota is only counted; an
+// outcome that says nothing of the rate changes nothing (but gives back a
+// slot).
 func Done(t Turn, sig Signal) {
 	defer t.H.Close()
 	switch {
-	case sig.Accepted && !t.Slot && !sig.Hinted && t.H.Calm():
+	case sig.Accepted && !t.Slot && !sig.Hinted && sig.Quota.Reset.IsZero() && t.H.Calm():
 		return
 	case !sig.Accepted && !sig.Refused && !t.Slot:
 		return
 	}
 	t.H.Step(context.Background(), Event{Kind: Answer, Accepted: sig.Accepted, Refused: sig.Refused,
-		Hinted: sig.Hinted, Wait: sig.Wait, Gen: t.Gen, Slot: t.Slot})
+		Hinted: sig.Hinted, Wait: sig.Wait, Quota: sig.Quota, Gen: t.Gen, Slot: t.Slot})
 }
 
 // Abandon gives t back, its attempt not sent, and closes it.

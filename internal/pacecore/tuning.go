@@ -38,6 +38,10 @@ const (
 	holdBase   = 2 * time.Second // the first hold at a limit found again: a few probes' worth
 	holdMax    = 4 * holdBase    // the longest, doubling per find: a limit that moves is found again within seconds
 
+	// Published quotas: successes in a row past a published 0 after which
+	// a server that does not enforce its quota is no longer believed.
+	quotaDisbelief = 3
+
 	// Outages: nothing accepted for as long as this is no rate limit.
 	outageTime = 4 * BucketWidth
 

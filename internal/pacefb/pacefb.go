@@ -17,11 +17,12 @@ func Signal(f retry.Feedback, refusal func(retry.Feedback) bool) pacecore.Signal
 	if refusal == nil {
 		refusal = retry.RateLimited
 	}
+	q := pacecore.Quota{Remaining: f.Quota.Remaining, Reset: f.Quota.Reset}
 	switch {
 	case f.Class == retry.Success:
-		return pacecore.Signal{Accepted: true, Hinted: f.Hinted, Wait: f.Wait}
+		return pacecore.Signal{Accepted: true, Hinted: f.Hinted, Wait: f.Wait, Quota: q}
 	case f.Class == retry.Throttled && refusal(f):
-		return pacecore.Signal{Refused: true, Hinted: f.Hinted, Wait: f.Wait}
+		return pacecore.Signal{Refused: true, Hinted: f.Hinted, Wait: f.Wait, Quota: q}
 	}
 	return pacecore.Signal{} // says nothing of the rate
 }
