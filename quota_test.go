@@ -134,7 +134,7 @@ func (s *windowServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "X-RateLimit":
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(s.limit, 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Add(time.Second-1).Unix(), 10)) // never early
 	case "RateLimit-Remaining":
 		h.Set("RateLimit-Limit", strconv.FormatInt(s.limit, 10))
 		h.Set("RateLimit-Remaining", strconv.FormatInt(remaining, 10))

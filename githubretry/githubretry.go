@@ -28,6 +28,10 @@
 // ([WaitFloor]), or, when the request's deadline is nearer, is returned at
 // once with the time to come back.
 //
+// GitHub publishes the quota that remains on every answer; the
+// Transport's Pacer spreads what remains over the time to its reset, so
+// that a client that would spend it early is not refused (see [Key]).
+//
 // With google/go-github, set the client's DisableRateLimitCheck: otherwise
 // go-github itself refuses, without sending them, the requests that
 // follow a response whose quota was spent, until the reset, and the
@@ -109,12 +113,14 @@ func WaitFloor(o retry.Outcome) time.Duration {
 
 // Options returns the Transport settings GitHub's API needs: [Classify] in
 // front of the default classifier, X-RateLimit-Reset read as a Unix time
-// in seconds ([retry.ResetUnixSeconds]), and [WaitFloor]. Append your own
-// after them.
+// in seconds ([retry.ResetUnixSeconds]), [WaitFloor], and [Key], so that
+// the Transport's Pacer spreads each quota GitHub publishes (per token and
+// resource) over the time to its reset. Append your own after them.
 func Options() []retry.Option {
 	return []retry.Option{
 		retry.WithClassifier(Classify),
 		retry.WithRateLimitReset(retry.ResetUnixSeconds),
 		retry.WithWaitFloor(WaitFloor),
+		retry.WithKey(Key),
 	}
 }

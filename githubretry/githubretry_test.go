@@ -183,3 +183,38 @@ func TestWaitFloorForSecondaryLimits(t *testing.T) {
 		t.Errorf("WaitFloor of an error = %v; want 0", got)
 	}
 }
+
+func TestKey(t *testing.T) {
+	get := func(method, url, auth string) *http.Request {
+		req, _ := http.NewRequest(method, url, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		return req
+	}
+	for _, tt := range []struct {
+		req      *http.Request
+		resource string
+	}{
+		{get("GET", "https://api.github.com/repos/o/r/issues", ""), "core"},
+		{get("GET", "https://api.github.com/search/issues?q=x", ""), "search"},
+		{get("GET", "https://api.github.com/search/code?q=x", ""), "code_search"},
+		{get("POST", "https://api.github.com/graphql", ""), "graphql"},
+		{get("POST", "https://ghe.example/api/v3/repos/o/r/dependency-graph/snapshots", ""), "dependency_snapshots"},
+		{get("POST", "https://api.github.com/repos/o/r/code-scanning/sarifs", ""), "code_scanning_upload"},
+		{get("GET", "https://api.github.com/repos/o/r/code-scanning/sarifs", ""), "core"},
+	} {
+		if got := Resource(tt.req); got != tt.resource {
+			t.Errorf("Resource(%s %s) = %q; want %q", tt.req.Method, tt.req.URL, got, tt.resource)
+		}
+	}
+	a := Key(get("GET", "https://api.github.com/user", "Bearer token-a"))
+	b := Key(get("GET", "https://api.github.com/user", "Bearer token-b"))
+	s := Key(get("GET", "https://api.github.com/search/issues", "Bearer token-a"))
+	if a == b || a == s || strings.Contains(a, "token-a") {
+		t.Errorf("keys %q, %q, %q: want one per token and resource, without the token", a, b, s)
+	}
+	if a != Key(get("GET", "https://api.github.com/repos/o/r", "Bearer token-a")) {
+		t.Error("two core requests of one token have different keys")
+	}
+}

@@ -25,7 +25,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/backoff-jitter/retry"
 	"github.com/backoff-jitter/retry/bench/internal/nginx"
+	"github.com/backoff-jitter/retry/bench/internal/redisproc"
 	"github.com/backoff-jitter/retry/pace"
 	"github.com/backoff-jitter/retry/redispace"
 	"github.com/hashicorp/go-cleanhttp"
@@ -152,7 +152,7 @@ func runChild(c childConfig, out io.Writer) error {
 		// Open the connections to Redis before the run, as a service
 		// does before it says it is ready; the first call on a
 		// connection still being dialled can outlast the Pacer's Timeout.
-		if err := warm(rdb, c.clients); err != nil {
+		if err := redisproc.Warm(rdb, c.clients); err != nil {
 			return err
 		}
 	}
@@ -179,22 +179,6 @@ func runChild(c childConfig, out io.Writer) error {
 	}
 	wg.Wait()
 	return json.NewEncoder(out).Encode(childResult{Requests: c.clients * c.requests, Failed: int(failed.Load()), Fallbacks: int(fallbacks.Load())})
-}
-
-// warm opens n connections to Redis, pinging on each at once.
-func warm(rdb *redis.Client, n int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	errs := make(chan error, n)
-	for range n {
-		go func() { errs <- rdb.Ping(ctx).Err() }()
-	}
-	for range n {
-		if err := <-errs; err != nil {
-			return fmt.Errorf("connecting to Redis: %w", err)
-		}
-	}
-	return nil
 }
 
 // get makes one request and reports whether it ended in a 200.
@@ -242,11 +226,11 @@ func run(c config, out io.Writer) error {
 		return err
 	}
 	defer srv.Close()
-	rs, err := startRedis(c.install)
+	rs, err := redisproc.Start(c.install)
 	if err != nil {
 		return err
 	}
-	defer func() { rs.stop() }()
+	defer func() { rs.Stop() }()
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -260,8 +244,8 @@ func run(c config, out io.Writer) error {
 		for _, k := range c.ks {
 			for _, strategy := range c.strategies {
 				time.Sleep(time.Second) // let nginx's limit forget the last run
-				if strategy == "shared" && !rs.alive() {
-					if rs, err = startRedis(false); err != nil {
+				if strategy == "shared" && !rs.Alive() {
+					if rs, err = redisproc.Start(false); err != nil {
 						return err
 					}
 				}
@@ -281,7 +265,7 @@ func run(c config, out io.Writer) error {
 
 // runOnce runs k child processes of one strategy and collects their
 // results and nginx's record of the run.
-func runOnce(c config, srv *nginx.Server, rs *redisServer, self string, k int, strategy, prefix string) (result, error) {
+func runOnce(c config, srv *nginx.Server, rs *redisproc.Server, self string, k int, strategy, prefix string) (result, error) {
 	mark, err := srv.Mark()
 	if err != nil {
 		return result{}, err
@@ -298,7 +282,7 @@ func runOnce(c config, srv *nginx.Server, rs *redisServer, self string, k int, s
 		if per[i] == 0 {
 			continue
 		}
-		cmd := exec.Command(self, "-child", "-url", srv.URL(), "-strategy", strategy, "-redis", rs.addr, "-prefix", prefix,
+		cmd := exec.Command(self, "-child", "-url", srv.URL(), "-strategy", strategy, "-redis", rs.Addr, "-prefix", prefix,
 			"-clients", strconv.Itoa(per[i]), "-requests", strconv.Itoa(c.requests), "-limit", c.limit.String())
 		var b strings.Builder
 		cmd.Stdout = &b
@@ -331,7 +315,7 @@ func runOnce(c config, srv *nginx.Server, rs *redisServer, self string, k int, s
 	}
 	killed := false
 	if strategy == "shared" && c.kill > 0 {
-		timer := time.AfterFunc(c.kill, rs.stop)
+		timer := time.AfterFunc(c.kill, rs.Stop)
 		defer timer.Stop()
 		killed = true
 	}
@@ -429,65 +413,4 @@ func report(out io.Writer, ideal time.Duration, results []result) {
 			r.elapsed.Round(time.Millisecond), float64(r.elapsed)/float64(ideal), redisNote)
 	}
 	tw.Flush()
-}
-
-// redisServer is a redis-server of the program's own on loopback.
-type redisServer struct {
-	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startRedis(install bool) (*redisServer, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if !install {
-			return nil, errors.New("redis-server is not installed (run with -install or apt-get install redis-server)")
-		}
-		cmd := exec.Command("apt-get", "install", "-y", "redis-server")
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("apt-get install redis-server: %v\n%s", err, out)
-		}
-		if bin, err = exec.LookPath("redis-server"); err != nil {
-			return nil, err
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	rs := &redisServer{addr: addr, cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(rs.done) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			return rs, nil
-		}
-		if time.Now().After(deadline) {
-			rs.stop()
-			return nil, errors.New("redis-server did not listen within 10s")
-		}
-	}
-}
-
-func (r *redisServer) alive() bool {
-	select {
-	case <-r.done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (r *redisServer) stop() {
-	r.cmd.Process.Kill()
-	<-r.done
 }

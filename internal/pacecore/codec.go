@@ -69,6 +69,7 @@ func code[C coder](c C, s *State) {
 		c.i64(&b.sent)
 		c.i64(&b.ok)
 		c.i64(&b.refused)
+		c.i64(&b.spent)
 	}
 	cv := &s.curve
 	c.f64(&cv.base)
@@ -104,6 +105,7 @@ func code[C coder](c C, s *State) {
 	q := &s.quota
 	c.i64(&q.remaining)
 	c.t(&q.reset)
+	c.t(&q.probeUntil)
 	spreading, zeros := int64(0), int64(q.zeros)
 	if q.spreading {
 		spreading = 1

@@ -162,10 +162,16 @@ func (s *State) Step(now time.Time, ev Event) Effects {
 	if s.mode == SlowStart && s.window.over(now) {
 		s.mode, fx.Wake = Idle, true
 	}
-	answered := ev.Kind == Answer && (ev.Accepted || ev.Refused)
-	if answered {
-		s.meter.answer(now, ev.Refused)
+	if ev.Kind == Answer && (ev.Accepted || ev.Refused) {
+		// A refusal under a published quota is the quota's, which now
+		// holds the key until its reset: it says nothing of a rate.
+		spent := ev.Refused && !ev.Quota.Reset.IsZero()
+		s.meter.answer(now, ev.Refused, spent)
+		wake, void := s.spread(now, ev)
+		fx.Wake, fx.Void = fx.Wake || wake, fx.Void || void
+		ev.Refused = ev.Refused && !spent
 	}
+	answered := ev.Kind == Answer && (ev.Accepted || ev.Refused)
 	engaged := false // by this step's evidence
 	if s.mode != Paced {
 		if rolled {
@@ -195,33 +201,53 @@ func (s *State) Step(now time.Time, ev Event) Effects {
 			wasSlow := s.mode == SlowStart
 			fx.Void = s.answer(now, ev, engaged) || fx.Void
 			fx.Wake = fx.Wake || wasSlow && s.mode != SlowStart
-			fx.Void = s.spread(now, ev) || fx.Void
 		}
 	}
 	return fx
 }
 
 // spread reads the quota an answer published and decides whether it
-// binds; with nothing left to spread, every turn waits for the reset. It
-// reports whether the turns handed out are void.
-func (s *State) spread(now time.Time, ev Event) (void bool) {
-	s.quota.read(ev.Quota, ev.Accepted, ev.Refused)
-	inflight := s.meter.unanswered()
-	s.quota.judge(now, s.meter.sendRate(now), inflight)
-	if r, ok := s.quota.rate(now, inflight); ok && r == 0 && s.sched.paused.Before(s.quota.reset) {
-		s.sched.pause(s.quota.reset)
-		return true
+// binds. It reports whether the attempts waiting to learn a new quota
+// may ask again, and whether the turns handed out are void: the quota
+// is spent.
+func (s *State) spread(now time.Time, ev Event) (wake, void bool) {
+	if ev.Quota.Reset.IsZero() && !ev.Refused {
+		return false, false
 	}
-	return false
+	inflight := s.meter.unanswered()
+	r, held := s.quota.rate(now, inflight)
+	waiting := !s.quota.probeUntil.IsZero()
+	s.quota.read(now, ev.Quota, ev.Accepted, ev.Refused)
+	s.quota.judge(now, s.meter.sendRate(now), inflight)
+	wake = waiting && s.quota.probeUntil.IsZero() // the new quota is read
+	if r2, ok := s.quota.rate(now, inflight); wake || ok && r2 == 0 && !(held && r == 0) {
+		// Spent, or a new quota read: the turns handed out ahead, at the
+		// old one's pace, are void, and new ones start from now.
+		s.sched.renew(now, 0)
+		void = true
+	}
+	return wake, void
 }
 
 // reserve hands out the turn of an attempt about to be sent at now.
 func (s *State) reserve(now, deadline time.Time) Grant {
-	if r, ok := s.quota.rate(now, s.meter.unanswered()); ok { // a quota caps every mode's pace
+	// A published quota caps every mode's pace, while the client sends.
+	inflight := s.meter.unanswered()
+	s.quota.judge(now, s.meter.sendRate(now), inflight)
+	if r, ok := s.quota.rate(now, inflight); ok {
+		if r == 0 { // spent: wait for the reset
+			if !deadline.IsZero() && s.quota.reset.After(deadline) {
+				return Grant{TooLate: true, Wait: s.quota.reset.Sub(now)}
+			}
+			return Grant{WaitSlot: true, Until: s.quota.reset}
+		}
 		if s.mode == Paced {
 			r = min(r, s.Rate(now))
 		}
 		return s.sched.take(now, r, deadline)
+	}
+	if probing, goes, until := s.quota.probe(now); probing && !goes {
+		return Grant{WaitSlot: true, Until: until}
 	}
 	switch s.mode {
 	case SlowStart:
@@ -372,7 +398,7 @@ func (s *State) Calm(now time.Time) bool {
 // without a step but its count: the key is idle, not paused, and no
 // published quota binds.
 func (s *State) Unpaced(now time.Time) bool {
-	return s.mode == Idle && !s.sched.paused.After(now) && !s.quota.binds(now)
+	return s.mode == Idle && !s.sched.paused.After(now) && !s.quota.spreading
 }
 
 // BucketEnd returns when the meter's current bucket ends; zero before

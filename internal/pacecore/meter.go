@@ -19,6 +19,7 @@ type meter struct {
 type tally struct {
 	first, firstOK    time.Time
 	sent, ok, refused int64
+	spent             int64 // refusals a published quota explains: no rate's
 }
 
 // roll makes the bucket now falls in the newest one. When that ends the
@@ -85,8 +86,12 @@ func (t *tally) add(at time.Time, sent, ok int64) {
 }
 
 // answer adds an answer: a refusal, or a success.
-func (m *meter) answer(now time.Time, refused bool) {
+func (m *meter) answer(now time.Time, refused, spent bool) {
 	t := m.newest(now)
+	if spent {
+		t.spent++
+		return
+	}
 	if refused {
 		t.refused++
 		return
@@ -142,7 +147,7 @@ func (m *meter) open() tally { return m.b[m.head] }
 func (m *meter) unanswered() int64 {
 	var n int64
 	for _, t := range m.b {
-		n += t.sent - t.ok - t.refused
+		n += t.sent - t.ok - t.refused - t.spent
 	}
 	return max(n, 0)
 }

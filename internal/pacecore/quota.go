@@ -10,26 +10,38 @@ type Quota struct {
 }
 
 // quota is the part that spreads a published quota over the time left,
-// so that the calls that would be sent before the reset at the client's
-// pace do not run into it. It caps the pace in every mode.
+// so that the calls the client's pace would send before the reset do not
+// run into it. It caps the pace in every mode. Its states:
+//
+//	loose     no reading, or one that does not bind: it changes nothing
+//	spreading a reading binds (until its reset): turns go at what remains
+//	          over the time left, or wait for the reset when nothing does
+//	probing   past the reset of a reading that bound: one attempt goes to
+//	          read the new quota, and the others wait for its answer
 type quota struct {
 	remaining int64
 	reset     time.Time // zero: no reading held
-	// spreading: the quota was found to bind, until the reset passes.
+	// spreading: a reading was found to bind; it holds past the reset,
+	// until a reading of the new quota is judged.
 	spreading bool
-	// zeros counts successes in a row that published a remaining 0: a
-	// server that says so and still serves does not enforce its quota,
-	// and past quotaDisbelief of them it is not believed until it
-	// refuses.
+	// probeUntil: past a reset, an attempt went to read the new quota;
+	// others wait for its answer until then.
+	probeUntil time.Time
+	// zeros counts successes in a row that published a remaining 0
+	// while the reading held said so too, before its reset: a server that
+	// says so and still serves does not enforce its quota, and past
+	// quotaDisbelief of them it is not believed until it refuses.
 	zeros int
 }
 
-// read takes the reading of an answer, accepted or refused.
-func (q *quota) read(r Quota, accepted, refused bool) {
+// read takes the reading of an answer, accepted or refused, at now.
+func (q *quota) read(now time.Time, r Quota, accepted, refused bool) {
 	switch {
 	case refused:
 		q.zeros = 0 // it enforces
-	case accepted && !r.Reset.IsZero() && r.Remaining == 0:
+	case accepted && !r.Reset.IsZero() && r.Remaining == 0 && q.remaining == 0 && now.Before(q.reset):
+		// Served while the quota it published was spent, and saying so
+		// again: an enforcing server gives its last request once.
 		q.zeros++
 	case accepted && r.Remaining > 0:
 		q.zeros = 0
@@ -41,6 +53,7 @@ func (q *quota) read(r Quota, accepted, refused bool) {
 		*q = quota{zeros: q.zeros}
 		return
 	}
+	q.probeUntil = time.Time{} // the new quota is read
 	// The latest answer's reading wins: out of order by a few answers,
 	// it is off by as few requests.
 	q.remaining, q.reset = r.Remaining, r.Reset
@@ -48,25 +61,43 @@ func (q *quota) read(r Quota, accepted, refused bool) {
 
 // judge decides at now, with the client sending at pace and inflight
 // attempts unanswered, whether the quota binds: the calls the pace would
-// send before the reset, and those in flight, are more than remain.
+// send before the reset, and those in flight, are more than remain. Once
+// it binds, it holds while the client sends or waits for a spent quota's
+// reset: a client spreading its calls sends at the rate that spends the
+// quota, and a reading tells what remains until its reset, not after it
+// (a sliding window frees one request at a time), so the pace cannot
+// tell that it no longer binds.
 func (q *quota) judge(now time.Time, pace float64, inflight int64) {
-	if q.reset.IsZero() || !now.Before(q.reset) {
-		q.spreading = false
+	if q.spreading {
+		q.spreading = pace > 0 || inflight > 0 || q.remaining == 0
 		return
 	}
-	left := q.reset.Sub(now).Seconds()
-	q.spreading = q.spreading || pace*left+float64(inflight) > float64(q.remaining)
+	if q.reset.IsZero() || !now.Before(q.reset) {
+		return
+	}
+	q.spreading = pace*q.reset.Sub(now).Seconds()+float64(inflight) > float64(q.remaining)
 }
 
 // rate returns the rate that spreads what remains over the time left at
 // now, less what the inflight attempts will spend, and whether the quota
-// binds; 0 when nothing remains until the reset.
+// binds: 0 when nothing remains until the reset.
 func (q *quota) rate(now time.Time, inflight int64) (float64, bool) {
-	if !q.binds(now) {
+	if !q.spreading || !now.Before(q.reset) {
 		return 0, false
 	}
 	return max(float64(q.remaining-inflight), 0) / q.reset.Sub(now).Seconds(), true
 }
 
-// binds reports whether the quota binds at now.
-func (q *quota) binds(now time.Time) bool { return q.spreading && now.Before(q.reset) }
+// probe reports, past the reset of a reading that bound, whether an
+// attempt at now is the one to read the new quota (go), or waits for its
+// answer until until.
+func (q *quota) probe(now time.Time) (probing, goes bool, until time.Time) {
+	if !q.spreading || now.Before(q.reset) {
+		return false, false, time.Time{}
+	}
+	if now.Before(q.probeUntil) {
+		return true, false, q.probeUntil
+	}
+	q.probeUntil = now.Add(BucketWidth) // an answer comes within it, or another goes
+	return true, true, time.Time{}
+}

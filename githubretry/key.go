@@ -1,0 +1,48 @@
+package githubretry
+
+import (
+	"hash/fnv"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// Key keys a request by the quota GitHub counts it against: the host,
+// the rate-limit resource its path falls in (X-RateLimit-Resource: core,
+// search, code_search, graphql, dependency_snapshots,
+// code_scanning_upload), and the credentials it carries, since each
+// token has quotas of its own. The credentials enter as a hash, so keys
+// can be shown in metrics without the token. [Options] sets it, so that
+// the Pacer spreads each quota GitHub publishes on its own.
+func Key(req *http.Request) string {
+	if req.URL == nil {
+		return ""
+	}
+	k := req.URL.Host + " " + Resource(req)
+	if auth := req.Header.Get("Authorization"); auth != "" {
+		h := fnv.New64a()
+		h.Write([]byte(auth))
+		k += " " + strconv.FormatUint(h.Sum64(), 36)
+	}
+	return k
+}
+
+// Resource returns the rate-limit resource of GitHub's REST and GraphQL
+// APIs that req counts against, as X-RateLimit-Resource names it ("core"
+// for every path not given a quota of its own).
+func Resource(req *http.Request) string {
+	p := strings.TrimPrefix(req.URL.Path, "/api/v3") // GitHub Enterprise Server
+	switch {
+	case p == "/graphql" || strings.HasPrefix(p, "/api/graphql"):
+		return "graphql"
+	case p == "/search/code" || strings.HasPrefix(p, "/search/code/"):
+		return "code_search"
+	case strings.HasPrefix(p, "/search/"):
+		return "search"
+	case strings.HasPrefix(p, "/repos/") && strings.HasSuffix(p, "/dependency-graph/snapshots"):
+		return "dependency_snapshots"
+	case strings.HasPrefix(p, "/repos/") && strings.HasSuffix(p, "/code-scanning/sarifs") && req.Method == http.MethodPost:
+		return "code_scanning_upload"
+	}
+	return "core"
+}
