@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gofri/go-github-ratelimit/v2/github_ratelimit"
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/redis/go-redis/v9"
 
@@ -43,6 +44,7 @@ import (
 type Run struct {
 	Window     Window
 	Family     Family
+	Lib        string // "retry", or "gofri" (gofri/go-github-ratelimit, no retries)
 	Store      string // "memory" or "redis"
 	Clients    int    // K
 	Goroutines int    // G, in each client
@@ -68,7 +70,8 @@ func main() {
 	limit := flag.Int("limit", 50, "requests allowed per window")
 	window := flag.Duration("window", 5*time.Second, "the quota's window")
 	windows := flag.String("windows", "fixed,sliding", "comma-separated: fixed, sliding")
-	families := flag.String("families", "x-ratelimit,ietf", "comma-separated: x-ratelimit, ietf")
+	families := flag.String("families", "x-ratelimit,ietf", "comma-separated: x-ratelimit, ietf, github (whole seconds, as GitHub sends)")
+	libs := flag.String("libs", "retry", "comma-separated: retry, gofri (gofri/go-github-ratelimit v2 over no retries, in memory only)")
 	goroutines := flag.String("goroutines", "1,8,64", "comma-separated goroutines per client")
 	stores := flag.String("stores", "memory,redis,redis4", "comma-separated: memory (K = 1), redis (K = 1), redis4 (K = 4)")
 	install := flag.Bool("install", true, "install redis-server with apt-get when absent")
@@ -88,27 +91,32 @@ func main() {
 		}
 		defer rs.Stop()
 	}
-	const row = "%-8s %-12s %-7s %2v %3v %6v %5v %12v %14v %11v %11v %7v\n"
-	fmt.Printf(row, "window", "fields", "store", "K", "G", "calls", "429s", "most/window", "attempts/call", "quota used", "time/ideal", "failed")
+	const row = "%-8s %-12s %-6s %-7s %2v %3v %6v %5v %12v %14v %11v %11v %7v\n"
+	fmt.Printf(row, "window", "fields", "lib", "store", "K", "G", "calls", "429s", "most/window", "attempts/call", "quota used", "time/ideal", "failed")
 	n := 0
 	for _, w := range strings.Split(*windows, ",") {
 		for _, f := range strings.Split(*families, ",") {
 			for _, st := range strings.Split(*stores, ",") {
 				for _, g := range gs {
-					run := Run{Window: Window(w), Family: Family(f), Store: st, Clients: 1, Goroutines: g,
-						Calls: *calls, Limit: *limit, Span: *window}
-					if st == "redis4" {
-						run.Store, run.Clients = "redis", 4
+					for _, lib := range strings.Split(*libs, ",") {
+						if lib == "gofri" && st != "memory" {
+							continue
+						}
+						run := Run{Window: Window(w), Family: Family(f), Lib: lib, Store: st, Clients: 1, Goroutines: g,
+							Calls: *calls, Limit: *limit, Span: *window}
+						if st == "redis4" {
+							run.Store, run.Clients = "redis", 4
+						}
+						n++
+						res, err := measure(run, rs, fmt.Sprintf("quota-bench-%d-%d:", time.Now().UnixNano(), n))
+						if err != nil {
+							fatal(err)
+						}
+						fmt.Printf(row, res.Window, res.Family, res.Lib, res.Store, res.Clients, res.Goroutines, res.Calls, res.Refused, res.MostPerSpan,
+							fmt.Sprintf("%.2f", float64(res.Attempts)/float64(res.Calls)),
+							fmt.Sprintf("%.1f%%", 100*float64(res.Ideal())/float64(res.Elapsed)),
+							fmt.Sprintf("%.2f", float64(res.Elapsed)/float64(res.Ideal())), res.Failed)
 					}
-					n++
-					res, err := measure(run, rs, fmt.Sprintf("quota-bench-%d-%d:", time.Now().UnixNano(), n))
-					if err != nil {
-						fatal(err)
-					}
-					fmt.Printf(row, res.Window, res.Family, res.Store, res.Clients, res.Goroutines, res.Calls, res.Refused, res.MostPerSpan,
-						fmt.Sprintf("%.2f", float64(res.Attempts)/float64(res.Calls)),
-						fmt.Sprintf("%.1f%%", 100*float64(res.Ideal())/float64(res.Elapsed)),
-						fmt.Sprintf("%.2f", float64(res.Elapsed)/float64(res.Ideal())), res.Failed)
 				}
 			}
 		}
@@ -120,8 +128,10 @@ func measure(run Run, rs *redisproc.Server, prefix string) (Result, error) {
 	switch {
 	case run.Window != Fixed && run.Window != Sliding:
 		return Result{}, fmt.Errorf("unknown window %q", run.Window)
-	case run.Family != XRateLimit && run.Family != IETF:
+	case run.Family != XRateLimit && run.Family != IETF && run.Family != GitHub:
 		return Result{}, fmt.Errorf("unknown fields %q", run.Family)
+	case run.Lib != "retry" && run.Lib != "gofri":
+		return Result{}, fmt.Errorf("unknown lib %q", run.Lib)
 	case run.Store != "memory" && run.Store != "redis":
 		return Result{}, fmt.Errorf("unknown store %q", run.Store)
 	}
@@ -151,6 +161,9 @@ func measure(run Run, rs *redisproc.Server, prefix string) (Result, error) {
 			opts = append(opts, retry.WithPacer(&redispace.Pacer{Client: rdb, Prefix: prefix}))
 		}
 		client := &http.Client{Transport: retry.New(base, opts...)}
+		if run.Lib == "gofri" {
+			client = github_ratelimit.NewClient(base)
+		}
 		for range run.Goroutines {
 			wg.Go(func() {
 				for left.Add(-1) >= 0 {

@@ -14,7 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestMeasure(t *testing.T) {
 	for _, w := range []Window{Fixed, Sliding} {
 		for _, f := range []Family{XRateLimit, IETF} {
-			run := Run{Window: w, Family: f, Store: "memory", Clients: 1, Goroutines: 4, Calls: 20, Limit: 10, Span: 500 * time.Millisecond}
+			run := Run{Window: w, Family: f, Lib: "retry", Store: "memory", Clients: 1, Goroutines: 4, Calls: 20, Limit: 10, Span: 500 * time.Millisecond}
 			res, err := measure(run, nil, "")
 			if err != nil {
 				t.Fatal(err)
@@ -27,7 +27,7 @@ func TestMeasure(t *testing.T) {
 			}
 		}
 	}
-	if _, err := measure(Run{Window: "rolling", Family: IETF, Store: "memory"}, nil, ""); err == nil {
+	if _, err := measure(Run{Window: "rolling", Family: IETF, Lib: "retry", Store: "memory"}, nil, ""); err == nil {
 		t.Error("an unknown window is not refused")
 	}
 }

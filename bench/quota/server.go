@@ -23,6 +23,9 @@ type Family string
 const (
 	XRateLimit Family = "x-ratelimit" // X-RateLimit-Limit, -Remaining, -Reset (a Unix time)
 	IETF       Family = "ietf"        // RateLimit: "default";r=R;t=T
+	// GitHub's: X-RateLimit-* with the reset in whole Unix seconds, and
+	// X-RateLimit-Resource.
+	GitHub Family = "github"
 )
 
 // server allows limit requests per window, published on every answer in
@@ -63,6 +66,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// back early.
 		ms := (reset.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 		h.Set("X-RateLimit-Reset", fmt.Sprintf("%d.%03d", ms/1000, ms%1000))
+	case GitHub:
+		h.Set("X-RateLimit-Limit", strconv.Itoa(s.limit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset.Add(time.Second-1).Unix(), 10)) // rounded up
+		h.Set("X-RateLimit-Resource", "core")
 	case IETF:
 		// t is whole seconds, rounded up: a client is never told to come
 		// back early.
