@@ -9,7 +9,9 @@
 //
 // The defaults of DefaultClassifier would return every one of those 403s
 // at once, as permanent; with githubretry they are waited out, and only a
-// real 403 (bad credentials) fails at once.
+// real 403 (bad credentials) fails at once. The quota the API publishes
+// on every answer is spread by the Transport's Pacer, so calls in a row
+// do not meet the primary limit at all.
 package main
 
 import (
