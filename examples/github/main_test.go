@@ -28,8 +28,13 @@ func TestGoGitHubThroughTransport(t *testing.T) {
 	api := newFakeAPI(2)
 	srv := httptest.NewServer(api)
 	defer srv.Close()
+	var mu sync.Mutex // OnDone is called from the burst's goroutines
 	var done []retry.Summary
-	client, rt, err := newClient(srv.URL, func(s retry.Summary) { done = append(done, s) })
+	client, rt, err := newClient(srv.URL, func(s retry.Summary) {
+		mu.Lock()
+		done = append(done, s)
+		mu.Unlock()
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
