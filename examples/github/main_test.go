@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,18 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // Bound: real time, the resets of one or two wall-clock seconds.
 func TestGoGitHubThroughTransport(t *testing.T) {
 	api := newFakeAPI(2)
-	srv := httptest.NewServer(api)
+	// The first 5 requests are held until all 5 have arrived, so that the
+	// burst below is one at the server whatever the scheduling.
+	var arrived sync.WaitGroup
+	arrived.Add(5)
+	var held atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if held.Add(1) <= 5 {
+			arrived.Done()
+			arrived.Wait()
+		}
+		api.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 	var mu sync.Mutex // OnDone is called from the burst's goroutines
 	var done []retry.Summary
