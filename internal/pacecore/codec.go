@@ -113,6 +113,9 @@ func code[C coder](c C, s *State) {
 	c.i64(&spreading)
 	c.i64(&zeros)
 	q.spreading, q.zeros = spreading == 1, int(zeros)
+	if spreading != 0 && spreading != 1 {
+		s.mode = Mode(255) // refused by UnmarshalBinary, as a mode out of range
+	}
 }
 
 type encoder struct{ b []byte }
