@@ -41,8 +41,8 @@ type Budget interface {
 // retry quota with the costs of their 2026 rules (500 tokens; a retry costs
 // 14, 5 after a throttle; a success returns 1 and a retry that succeeds
 // gets its cost back). The open-loop overload benchmark (bench/metastable)
-// chose them over the older 10 for a transient retry, and over a share of
-// traffic.
+// chose the transient price over the older 10, and a bucket over a share
+// of traffic.
 const (
 	defaultBudgetCapacity = 500
 	defaultThrottledCost  = 5

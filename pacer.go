@@ -83,13 +83,14 @@ func (r *roundTrip) feedback(o Outcome, c Class) Feedback {
 	switch c {
 	case Throttled:
 		f.Wait, f.Hinted = ServerWait(o.Response.Header, r.s.now(), r.s.rateLimitReset)
-		f.Quota, _ = readQuota(o.Response.Header, r.s.now)
 	case Success:
 		f.Wait, f.Hinted = quotaExhausted(o.Response.Header, r.s.now)
-		f.Quota, _ = readQuota(o.Response.Header, r.s.now)
+	default:
+		return f
 	}
 	f.Wait = min(f.Wait, r.s.maxRetryAfter) // no Transport's wait is longer
-	if f.Quota.Published() {
+	var ok bool
+	if f.Quota, ok = readQuota(o.Response.Header, r.s.now); ok {
 		// Nor is a quota spread past it: a wait for its reset is one.
 		if limit := r.s.now().Add(r.s.maxRetryAfter); f.Quota.Reset.After(limit) {
 			f.Quota.Reset = limit

@@ -108,11 +108,7 @@ func fieldQuota(limit, remaining, reset, resource string, now time.Time) (Quota,
 	if !ok {
 		return Quota{}, false
 	}
-	const unixTimeFloor = 1_000_000_000 // as legacyResetWait reads it
-	wait := secondsWait(sec, nsec)
-	if sec >= unixTimeFloor {
-		wait = untilUnix(sec, nsec, now)
-	}
+	wait := resetWait(sec, nsec, now)
 	if wait > maxQuotaReset {
 		return Quota{}, false
 	}

@@ -167,14 +167,21 @@ func legacyResetWait(h http.Header, now time.Time) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	// The drafts define delta-seconds, to be immune to clock skew, but
-	// GitLab sends a Unix time. No real wait is 31 years long and no live
-	// server's clock reads before 2001, so the value itself tells them apart.
+	return resetWait(n, 0, now), true
+}
+
+// resetWait returns the wait until a reset given as sec seconds and nsec
+// nanoseconds, read at now: a Unix time from 1,000,000,000 up, a number
+// of seconds below it. The drafts define delta-seconds, to be immune to
+// clock skew, but GitLab and GitHub send a Unix time. No real wait is 31
+// years long and no live server's clock reads before 2001, so the value
+// itself tells them apart.
+func resetWait(sec, nsec int64, now time.Time) time.Duration {
 	const unixTimeFloor = 1_000_000_000 // 2001-09-09T01:46:40Z
-	if n >= unixTimeFloor {
-		return untilUnix(n, 0, now), true
+	if sec >= unixTimeFloor {
+		return untilUnix(sec, nsec, now)
 	}
-	return secondsWait(n, 0), true
+	return secondsWait(sec, nsec)
 }
 
 // xResetWait reads X-RateLimit-Reset in the format f, as [ServerWait]

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/bench"
 	"github.com/backoff-jitter/retry/bench/internal/nginx"
 	"github.com/backoff-jitter/retry/bench/internal/redisproc"
 	"github.com/backoff-jitter/retry/pace"
@@ -171,7 +172,7 @@ func runChild(c childConfig, out io.Writer) error {
 	for range c.clients {
 		wg.Go(func() {
 			for range c.requests {
-				if !get(ctx, rt, c.url) {
+				if !bench.Get(ctx, rt, c.url) {
 					failed.Add(1)
 				}
 			}
@@ -179,21 +180,6 @@ func runChild(c childConfig, out io.Writer) error {
 	}
 	wg.Wait()
 	return json.NewEncoder(out).Encode(childResult{Requests: c.clients * c.requests, Failed: int(failed.Load()), Fallbacks: int(fallbacks.Load())})
-}
-
-// get makes one request and reports whether it ended in a 200.
-func get(ctx context.Context, rt http.RoundTripper, url string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := rt.RoundTrip(req)
-	if err != nil {
-		return false
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }
 
 // result is one run: one strategy, one K.

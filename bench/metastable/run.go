@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/backoff-jitter/retry/bench"
 )
 
 // Trigger is what pushes the server over: a drop of its capacity, or an
@@ -88,7 +89,7 @@ func run(cfg Config, s Strategy) Run {
 	defer srv.Close()
 	base := newBase()
 	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: s.New(base)}
+	rt := s.New(base) // one round tripper for every call, as one process would have
 
 	stopSampling := make(chan struct{})
 	var sampling sync.WaitGroup
@@ -125,7 +126,7 @@ func run(cfg Config, s Strategy) Run {
 			arrived := next
 			wg.Go(func() {
 				defer inFlight.Add(-1)
-				if call(client, srv.URL(), cfg.Deadline) {
+				if call(rt, srv.URL(), cfg.Deadline) {
 					tl.goodput[tl.index(arrived)].Add(1)
 				} else {
 					failed.Add(1)
@@ -163,20 +164,10 @@ func (s *server) trigger(cfg Config, on bool) {
 
 // call makes one call with its deadline, and reports whether it
 // succeeded: a 200, its body read, within the deadline.
-func call(client *http.Client, url string, deadline time.Duration) bool {
+func call(rt http.RoundTripper, url string, deadline time.Duration) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err == nil && resp.StatusCode == http.StatusOK && ctx.Err() == nil
+	return bench.Get(ctx, rt, url) && ctx.Err() == nil
 }
 
 // sampleQueue records the queue's length once per interval.

@@ -36,6 +36,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/bench"
 	"github.com/backoff-jitter/retry/bench/internal/redisproc"
 	"github.com/backoff-jitter/retry/redispace"
 )
@@ -160,14 +161,14 @@ func measure(run Run, rs *redisproc.Server, prefix string) (Result, error) {
 		if rdb != nil {
 			opts = append(opts, retry.WithPacer(&redispace.Pacer{Client: rdb, Prefix: prefix}))
 		}
-		client := &http.Client{Transport: retry.New(base, opts...)}
+		var rt http.RoundTripper = retry.New(base, opts...)
 		if run.Lib == "gofri" {
-			client = github_ratelimit.NewClient(base)
+			rt = github_ratelimit.New(base)
 		}
 		for range run.Goroutines {
 			wg.Go(func() {
 				for left.Add(-1) >= 0 {
-					if !call(client, ts.URL) {
+					if !call(rt, ts.URL) {
 						failed.Add(1)
 					}
 				}
@@ -185,19 +186,10 @@ func measure(run Run, rs *redisproc.Server, prefix string) (Result, error) {
 
 // call makes one call, with a deadline of a minute, and reports whether
 // it ended in a 200.
-func call(client *http.Client, url string) bool {
+func call(rt http.RoundTripper, url string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return bench.Get(ctx, rt, url)
 }
 
 func ints(list string) ([]int, error) {

@@ -206,48 +206,10 @@ func (s *State) Step(now time.Time, ev Event) Effects {
 	return fx
 }
 
-// spread reads the quota an answer published and decides whether it
-// binds. It reports whether the attempts waiting to learn a new quota
-// may ask again, and whether the turns handed out are void: the quota
-// is spent.
-func (s *State) spread(now time.Time, ev Event) (wake, void bool) {
-	if ev.Quota.Reset.IsZero() && !ev.Refused {
-		return false, false
-	}
-	inflight := s.meter.unanswered()
-	r, held := s.quota.rate(now, inflight)
-	waiting := !s.quota.probeUntil.IsZero()
-	s.quota.read(now, ev.Quota, ev.Accepted, ev.Refused)
-	s.quota.judge(now, s.meter.sendRate(now), inflight)
-	wake = waiting && s.quota.probeUntil.IsZero() // the new quota is read
-	if r2, ok := s.quota.rate(now, inflight); wake || ok && r2 == 0 && !(held && r == 0) {
-		// Spent, or a new quota read: the turns handed out ahead, at the
-		// old one's pace, are void, and new ones start from now.
-		s.sched.renew(now, 0)
-		void = true
-	}
-	return wake, void
-}
-
 // reserve hands out the turn of an attempt about to be sent at now.
 func (s *State) reserve(now, deadline time.Time) Grant {
-	// A published quota caps every mode's pace, while the client sends.
-	inflight := s.meter.unanswered()
-	s.quota.judge(now, s.meter.sendRate(now), inflight)
-	if r, ok := s.quota.rate(now, inflight); ok {
-		if r == 0 { // spent: wait for the reset
-			if !deadline.IsZero() && s.quota.reset.After(deadline) {
-				return Grant{TooLate: true, Wait: s.quota.reset.Sub(now)}
-			}
-			return Grant{WaitSlot: true, Until: s.quota.reset}
-		}
-		if s.mode == Paced {
-			r = min(r, s.Rate(now))
-		}
-		return s.sched.take(now, r, deadline)
-	}
-	if probing, goes, until := s.quota.probe(now); probing && !goes {
-		return Grant{WaitSlot: true, Until: until}
+	if g, ok := s.reserveQuota(now, deadline); ok {
+		return g
 	}
 	switch s.mode {
 	case SlowStart:

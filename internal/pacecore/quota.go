@@ -101,3 +101,60 @@ func (q *quota) probe(now time.Time) (probing, goes bool, until time.Time) {
 	q.probeUntil = now.Add(BucketWidth) // an answer comes within it, or another goes
 	return true, true, time.Time{}
 }
+
+// spent reports whether the quota binds at now with nothing left to
+// spread once the inflight attempts are answered.
+func (q *quota) spent(now time.Time, inflight int64) bool {
+	r, ok := q.rate(now, inflight)
+	return ok && r == 0
+}
+
+// spread reads the quota an answer published and decides whether it
+// binds. It reports whether the attempts waiting to learn a new quota
+// may ask again, and whether the turns handed out are void: the quota is
+// newly spent, or a new one was read, and the turns handed out ahead at
+// the old pace would run into it or leave a gap.
+func (s *State) spread(now time.Time, ev Event) (wake, void bool) {
+	if ev.Quota.Reset.IsZero() && !ev.Refused {
+		return false, false
+	}
+	inflight := s.meter.unanswered()
+	wasSpent, waiting := s.quota.spent(now, inflight), !s.quota.probeUntil.IsZero()
+	s.quota.read(now, ev.Quota, ev.Accepted, ev.Refused)
+	s.quota.judge(now, s.meter.sendRate(now), inflight)
+	wake = waiting && s.quota.probeUntil.IsZero()
+	if wake || !wasSpent && s.quota.spent(now, inflight) {
+		s.sched.renew(now, 0)
+		void = true
+	}
+	return wake, void
+}
+
+// reserveQuota hands out the turn of an attempt at now when a published
+// quota decides it, in any mode, and reports whether it did: turns at the
+// quota's pace (or the rate in force, if lower), a wait for a spent
+// quota's reset, or for the answer of the attempt reading a new quota.
+// A key that holds no reading pays nothing here.
+func (s *State) reserveQuota(now, deadline time.Time) (Grant, bool) {
+	q := &s.quota
+	if q.reset.IsZero() {
+		return Grant{}, false
+	}
+	inflight := s.meter.unanswered()
+	q.judge(now, s.meter.sendRate(now), inflight)
+	if r, ok := q.rate(now, inflight); ok {
+		switch {
+		case r == 0 && !deadline.IsZero() && q.reset.After(deadline):
+			return Grant{TooLate: true, Wait: q.reset.Sub(now)}, true
+		case r == 0:
+			return Grant{WaitSlot: true, Until: q.reset}, true
+		case s.mode == Paced:
+			r = min(r, s.Rate(now))
+		}
+		return s.sched.take(now, r, deadline), true
+	}
+	if probing, goes, until := q.probe(now); probing && !goes {
+		return Grant{WaitSlot: true, Until: until}, true
+	}
+	return Grant{}, false
+}

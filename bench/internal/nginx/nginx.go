@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/backoff-jitter/retry/bench/internal/daemon"
 )
 
 // Event is one attempt the server saw: when it arrived, from the start of
@@ -130,16 +131,14 @@ func start(rate float64, burst int, install bool, status int, locations string, 
 		if !install {
 			return nil, errors.New("nginx is not installed (run with -install or apt-get install nginx-light)")
 		}
-		if err := installNginx(); err != nil {
+		if err := daemon.AptInstall("nginx-light"); err != nil {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := daemon.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	dir, err := os.MkdirTemp("", "pacing-nginx-")
 	if err != nil {
 		return nil, err
@@ -173,28 +172,11 @@ func start(rate float64, burst int, install bool, status int, locations string, 
 		return nil, err
 	}
 	n := &Server{dir: dir, addr: addr, cmd: cmd}
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			return n, nil
-		}
-		if time.Now().After(deadline) {
-			n.Close()
-			return nil, fmt.Errorf("nginx did not listen on %s within 10s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := daemon.AwaitListen("nginx", addr, 10*time.Second); err != nil {
+		n.Close()
+		return nil, err
 	}
-}
-
-func installNginx() error {
-	for _, args := range [][]string{{"update"}, {"install", "-y", "--no-install-recommends", "nginx-light"}} {
-		cmd := exec.Command("apt-get", args...)
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	return nil
+	return n, nil
 }
 
 // URL is the server's address.

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"time"
 
+	"github.com/backoff-jitter/retry/bench/internal/daemon"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -28,21 +28,17 @@ func Start(install bool) (*Server, error) {
 		if !install {
 			return nil, errors.New("redis-server is not installed (run with -install or apt-get install redis-server)")
 		}
-		cmd := exec.Command("apt-get", "install", "-y", "redis-server")
-		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("apt-get install redis-server: %v\n%s", err, out)
+		if err := daemon.AptInstall("redis-server"); err != nil {
+			return nil, err
 		}
 		if bin, err = exec.LookPath("redis-server"); err != nil {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := daemon.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
 	if err := cmd.Start(); err != nil {
@@ -50,16 +46,11 @@ func Start(install bool) (*Server, error) {
 	}
 	s := &Server{Addr: addr, cmd: cmd, done: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.done) }()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			return s, nil
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, errors.New("redis-server did not listen within 10s")
-		}
+	if err := daemon.AwaitListen("redis-server", addr, 10*time.Second); err != nil {
+		s.Stop()
+		return nil, err
 	}
+	return s, nil
 }
 
 // Alive reports whether the server still runs.
