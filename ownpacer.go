@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/backoff-jitter/retry/internal/memstore"
 	"github.com/backoff-jitter/retry/internal/pacecore"
 )
 
@@ -41,11 +42,11 @@ func RateLimited(f Feedback) bool {
 // pacer of package pace with its defaults (no slow start, keys by host),
 // one per Transport, made on first use. It is written here rather than
 // taken from package pace, which imports this one.
-type ownPacer struct{ store pacecore.MemStore }
+type ownPacer struct{ store memstore.Store }
 
 func newOwnPacer(s *settings) *ownPacer {
 	p := &ownPacer{}
-	p.store.Config = (&pacecore.Settings{}).Config()
+	p.store.Config = pacecore.Config{}.Defaulted()
 	p.store.Now, p.store.Sleep = s.now, s.sleep
 	return p
 }
@@ -85,10 +86,10 @@ func (t *ownTurn) Done(f Feedback) { pacecore.Done(t.t, rateSignal(f)) }
 func (t *ownTurn) Abandon()        { pacecore.Abandon(t.t) }
 func (t *ownTurn) Paced() bool     { return t.t.Gen != 0 }
 
-type ownIdleTurn pacecore.MemKey
+type ownIdleTurn memstore.Key
 
 func (t *ownIdleTurn) Done(f Feedback) {
-	pacecore.Done(pacecore.Turn{H: (*pacecore.MemKey)(t)}, rateSignal(f))
+	pacecore.Done(pacecore.Turn{H: (*memstore.Key)(t)}, rateSignal(f))
 }
 
-func (t *ownIdleTurn) Abandon() { pacecore.Abandon(pacecore.Turn{H: (*pacecore.MemKey)(t)}) }
+func (t *ownIdleTurn) Abandon() { pacecore.Abandon(pacecore.Turn{H: (*memstore.Key)(t)}) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/backoff-jitter/retry/internal/memstore"
 	"github.com/backoff-jitter/retry/internal/pacecore"
 	"github.com/backoff-jitter/retry/internal/pacesim"
 	"github.com/backoff-jitter/retry/internal/pacesim/storesim"
@@ -20,12 +21,12 @@ var (
 // clock: package redispace replays the same scenarios through Redis.
 func memKey(setup pacesim.Setup) pacesim.Key {
 	var now time.Time
-	s := pacecore.Settings{InitialWindow: setup.InitialWindow}
+	s := pacecore.Config{InitialWindow: setup.InitialWindow}
 	if setup.AIMD {
 		s.Adapt = pacecore.AIMD
 	}
-	store := &pacecore.MemStore{
-		Config: s.Config(),
+	store := &memstore.Store{
+		Config: s.Defaulted(),
 		Now:    func() time.Time { return now },
 		Sleep:  func(context.Context, time.Duration) error { return nil }, // the simulator moves the clock
 	}

@@ -68,6 +68,7 @@ import (
 	"time"
 
 	"github.com/backoff-jitter/retry"
+	"github.com/backoff-jitter/retry/internal/memstore"
 	"github.com/backoff-jitter/retry/internal/pacecore"
 	"github.com/backoff-jitter/retry/internal/pacefb"
 )
@@ -137,7 +138,7 @@ type Pacer struct {
 
 	once  sync.Once
 	keyOf func(*http.Request) string // Key, or the Transport's key
-	store pacecore.MemStore
+	store memstore.Store
 }
 
 func (p *Pacer) init() {
@@ -146,8 +147,8 @@ func (p *Pacer) init() {
 		if p.keyOf == nil {
 			p.keyOf = retry.RequestKey
 		}
-		s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: p.InitialWindow}
-		p.store.Config = s.Config()
+		s := pacecore.Config{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: p.InitialWindow}
+		p.store.Config = s.Defaulted()
 		p.store.MaxKeys = p.MaxKeys
 		if p.Clock != nil {
 			p.store.Now, p.store.Sleep = p.Clock.Now, p.Clock.Sleep
@@ -158,7 +159,7 @@ func (p *Pacer) init() {
 
 // Validate reports invalid settings.
 func (p *Pacer) Validate() error {
-	s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt)}
+	s := pacecore.Config{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt)}
 	return s.Validate("pace: Pacer")
 }
 
@@ -202,7 +203,7 @@ func rateOf(st *pacecore.State, now time.Time) (float64, bool) {
 // engaged or forgotten meanwhile may be seen or not.
 func (p *Pacer) Rates(f func(key string, rate float64) bool) {
 	p.init()
-	p.store.Range(func(key string, k *pacecore.MemKey) bool {
+	p.store.Range(func(key string, k *memstore.Key) bool {
 		var rate float64
 		var engaged bool
 		k.Read(func(st *pacecore.State, now time.Time) { rate, engaged = rateOf(st, now) })
@@ -228,11 +229,11 @@ func (t *turn) Paced() bool { return t.t.Gen != 0 }
 
 // idleTurn is the turn of an attempt on an idle key: the key itself, so
 // that it costs no allocation.
-type idleTurn pacecore.MemKey
+type idleTurn memstore.Key
 
 func (t *idleTurn) Done(f retry.Feedback) {
-	k := (*pacecore.MemKey)(t)
+	k := (*memstore.Key)(t)
 	pacecore.Done(pacecore.Turn{H: k}, pacefb.Signal(f, k.Owner().(*Pacer).Refusal))
 }
 
-func (t *idleTurn) Abandon() { pacecore.Abandon(pacecore.Turn{H: (*pacecore.MemKey)(t)}) }
+func (t *idleTurn) Abandon() { pacecore.Abandon(pacecore.Turn{H: (*memstore.Key)(t)}) }

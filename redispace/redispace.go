@@ -167,7 +167,7 @@ func (p *Pacer) Validate() error {
 	case p.RetryAfter < 0:
 		return fmt.Errorf("redispace: Pacer.RetryAfter %v is negative", p.RetryAfter)
 	}
-	s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt)}
+	s := pacecore.Config{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt)}
 	return s.Validate("redispace: Pacer")
 }
 
@@ -181,9 +181,9 @@ func (p *Pacer) init() {
 	if p.keyOf == nil {
 		p.keyOf = retry.RequestKey
 	}
-	s := pacecore.Settings{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: window}
+	s := pacecore.Config{MinRate: p.MinRate, Adapt: pacecore.Adapt(p.Adapt), InitialWindow: window}
 	p.locks.New = func(string) *sync.Mutex { return new(sync.Mutex) }
-	p.cfg = s.Config()
+	p.cfg = s.Defaulted()
 	p.fallback = p.Fallback
 	if p.fallback == nil {
 		p.fallback = p.defaultFallback()

@@ -8,11 +8,9 @@ import (
 	"time"
 )
 
-// State is what a Pacer knows of one key and decides from: plain values,
-// with no lock, atomic, channel or clock of its own. It changes only
-// through Step, which takes the time as a parameter (as x/time/rate's
-// AllowN does) and returns what the caller must do about the waits it
-// cannot see.
+// State is what a Pacer knows of one key: plain values, no lock, channel
+// or clock. It changes only through Step, which takes the time (as
+// x/time/rate's AllowN does) and returns what the driver must do.
 type State struct {
 	cfg    *Config
 	mode   Mode
@@ -23,29 +21,26 @@ type State struct {
 	window window    // slow start's slots
 	quota  quota     // the quota the server publishes
 	gen    genTally  // the answers of attempts paced at the rate in force
-	// half and halfBefore are those paced since the rate in force was
-	// halfFrom, and over the half before (see cut).
+	// half: the answers paced since the rate was halfFrom; halfBefore,
+	// over the half before (see cut).
 	half, halfBefore genTally
 	halfFrom         float64
-	// floor is the share of refusals found not to depend on the rate
-	// (random shedding): refusals up to it engage nothing and cut nothing.
-	floor float64
-	// chainStart is when the first refusal since the last success came,
-	// and chainRate the rate the client went at then (see outage); zero
-	// after a success.
+	floor            float64 // the share refused at random (shedding): it engages and cuts nothing
+	// chainStart: the first refusal since the last success; chainRate,
+	// the client's rate then (see outage).
 	chainStart time.Time
 	chainRate  float64
 }
 
-// Config is what a key's decisions take from the Pacer's settings.
+// Config is the Pacer's settings a key decides with: package pace's and
+// package redispace's Pacer fields of the same names.
 type Config struct {
 	Adapt         Adapt
 	MinRate       float64 // requests per second; must be positive
 	InitialWindow int     // 0 or less: no slow start
 }
 
-// Adapt is how the rate is adjusted after refusals (see package pace's
-// Adapt, whose values these are).
+// Adapt is how the rate is cut and grown (package pace's Adapt).
 type Adapt uint8
 
 const (
@@ -53,8 +48,7 @@ const (
 	AIMD               // additive increase, multiplicative decrease
 )
 
-// Mode is where a key stands: the transition table (Step) is a switch
-// on it.
+// Mode is where a key stands; Step is the transition table.
 //
 //	SlowStart -> Idle   an answer no attempt waits for, or SlowStartLimit
 //	Idle      -> Paced  the evidence of a limit (the meter's buckets, each
@@ -68,14 +62,9 @@ const (
 type Mode uint8
 
 const (
-	// Idle: attempts go unpaced; answers are weighed (see cusum).
-	Idle Mode = iota
-	// SlowStart: a new key's attempts go unpaced, at most the window's
-	// slots of them unanswered at once.
-	SlowStart
-	// Paced: attempts take turns at the rate in force; refusals cut it,
-	// time grows it.
-	Paced
+	Idle      Mode = iota // attempts go unpaced; answers are weighed (see cusum)
+	SlowStart             // unpaced, at most the window's slots unanswered
+	Paced                 // turns at the rate in force: refusals cut it, time grows it
 )
 
 func (m Mode) String() string {
@@ -85,8 +74,8 @@ func (m Mode) String() string {
 // Engaged reports whether the key paces its attempts.
 func (s *State) Engaged() bool { return s.mode == Paced }
 
-// New returns a new key's state, in slow start if cfg has a window. The
-// state keeps cfg, which must not change after.
+// New returns a new key's state, in slow start if cfg has a window; cfg
+// must not change after.
 func New(cfg *Config) State {
 	s := State{cfg: cfg}
 	s.engage.cold()
@@ -110,42 +99,36 @@ const (
 // Event is one input of Step.
 type Event struct {
 	Kind Kind
-	// Sent and OK are the attempts sent and the successes the driver
-	// counted without a step since the last one: every event carries
-	// them in.
+	// Sent and OK: the attempts and successes the driver counted without
+	// a step since the last one.
 	Sent, OK int64
 
 	Deadline time.Time // Reserve: zero when none
 	At, Next time.Time // Cancel: the turn's time, and the next turn's it set
 
 	// Answer: accepted, or refused for the rate (neither only gives back
-	// a slot). Gen is the generation of the rate the attempt was paced
-	// at (0: not paced), Slot whether it held a slot of slow start.
+	// a slot); the generation it was paced at (0: none); whether it held
+	// a slot; when Hinted, the server's wait; the quota it published.
 	Accepted, Refused bool
 	Gen               uint64
 	Slot              bool
-	// Wait, when Hinted, is how long the server asked its clients to
-	// hold off.
-	Hinted bool
-	Wait   time.Duration
-	// Quota is the quota the answer published, if any.
-	Quota Quota
+	Hinted            bool
+	Wait              time.Duration
+	Quota             Quota
 }
 
-// Effects is what a step asks of the driver, and what it answers.
+// Effects is what a step asks of the driver: Void, the turns handed out
+// are void (their waiters take new ones); Wake, the waiters for a slot or
+// a quota may ask again. Grant answers Reserve.
 type Effects struct {
-	// Void: the turns handed out are void, their waiters take new ones.
-	// Wake: a slot of slow start freed, or slow start ended.
 	Void, Wake bool
-	Grant      // Reserve's answer
+	Grant
 }
 
-// Grant answers Reserve. Go: the attempt goes now, unpaced, holding a
-// slot of slow start if Slot. Paced: it goes at At, Wait from now, on the
-// turns of generation Gen (Next is the turn after, for Cancel). WaitSlot:
-// slow start's window is full; it waits for Wake, or until Until, and
-// asks again. TooLate: its turn would come past the deadline, Wait from
-// now; no turn was taken.
+// Grant answers Reserve. Go: now, with a slot if Slot. Paced: at At, Wait
+// from now, on generation Gen (Next for Cancel). WaitSlot: wait for Wake
+// or Until, and ask again. TooLate: the turn would come past the
+// deadline, Wait from now; none was taken.
 type Grant struct {
 	Go, Slot, Paced, WaitSlot, TooLate bool
 	Wait                               time.Duration
@@ -153,9 +136,8 @@ type Grant struct {
 	Gen                                uint64
 }
 
-// Step applies ev at now and returns its effects. Times are only ever
-// compared with each other: any clock will do, as long as it is the same
-// for every step of a key.
+// Step applies ev at now and returns its effects. Any clock will do, the
+// same for every step of a key.
 func (s *State) Step(now time.Time, ev Event) Effects {
 	var fx Effects
 	ended, rolled := s.meter.count(now, ev.Sent, ev.OK)
@@ -163,8 +145,7 @@ func (s *State) Step(now time.Time, ev Event) Effects {
 		s.mode, fx.Wake = Idle, true
 	}
 	if ev.Kind == Answer && (ev.Accepted || ev.Refused) {
-		// A refusal under a published quota is the quota's, which now
-		// holds the key until its reset: it says nothing of a rate.
+		// A refusal under a published quota is the quota's, not a rate's.
 		spent := ev.Refused && !ev.Quota.Reset.IsZero()
 		s.meter.answer(now, ev.Refused, spent)
 		wake, void := s.spread(now, ev)
@@ -222,9 +203,8 @@ func (s *State) reserve(now, deadline time.Time) Grant {
 	return s.sched.take(now, s.Rate(now), deadline)
 }
 
-// answer learns from an attempt's answer, accepted or refused for the
-// rate, which engaged the key if engaged. It reports whether the turns
-// handed out are void.
+// answer learns from an answer, accepted or refused for the rate (which
+// engaged the key if engaged), and reports whether the turns are void.
 func (s *State) answer(now time.Time, ev Event, engaged bool) (void bool) {
 	refused := ev.Refused
 	switch {
@@ -249,11 +229,10 @@ func (s *State) answer(now time.Time, ev Event, engaged bool) (void bool) {
 			limit = true
 		}
 	}
-	// A server's wait holds every attempt of the key when the refusal
-	// that asked for it is a limit's, or a success says the quota is
-	// spent. A refusal that is not (random throttling) holds only its own
-	// request's retry, which the Transport waits out: pausing the key for
-	// each would stop every other call as often as the server throttles.
+	// A server's wait holds the whole key when a limit's refusal or a
+	// success asked for it. A random throttle's holds only its own retry
+	// (the Transport's wait): pausing the key for each would stop every
+	// call as often as the server throttles.
 	if ev.Hinted && ev.Wait > 0 && (limit && s.Engaged() || !refused) {
 		if !s.Engaged() {
 			s.start(now)
@@ -264,20 +243,18 @@ func (s *State) answer(now time.Time, ev Event, engaged bool) (void bool) {
 	return void || limit
 }
 
-// start engages the key, its rate cut from the rate the client was
-// sending at.
+// start engages the key, cut from the rate the client sent at.
 func (s *State) start(now time.Time) {
 	s.curve = rateCurve{}
 	s.halfFrom, s.half, s.halfBefore = 0, genTally{}, genTally{}
 	s.cut(now, s.meter.sendRate(now))
 }
 
-// cut cuts the rate from from, the rate in force or the client's, and
-// begins a new generation of turns (see rateCurve.cut). Each time a
-// chain of cuts halves the rate, the share refused over this half is
-// held against the half before: a limit refuses fewer as the rate falls
-// towards it, and a share that did not fall by half, below a limit's, is
-// random shedding, which would otherwise cut the rate down to MinRate.
+// cut cuts the rate from from and begins a new generation of turns (see
+// rateCurve.cut). Each time a chain of cuts halves the rate, the share
+// refused over this half is held against the half before's: a limit
+// refuses fewer as the rate falls towards it; a share that did not halve,
+// below a limit's, is random shedding, which would cut to MinRate.
 func (s *State) cut(now time.Time, from float64) {
 	accepted, samples := s.meter.accepted(now)
 	s.curve.cut(now, from, accepted, samples, s.cfg)
@@ -304,22 +281,18 @@ func (s *State) disengage() {
 	s.sched.renew(time.Time{}, 0)
 }
 
-// limited reports whether an idle key holds the evidence of a limit: the
-// buckets weighed so far, or with the bucket under way if its answers
-// decide whatever the rest of them say, while something is accepted.
+// limited reports whether an idle key holds the evidence of a limit (the
+// bucket under way counts once its answers decide whatever the rest say)
+// while something is accepted: a limit accepts, an outage does not.
 func (s *State) limited() bool {
 	open := s.meter.open()
-	return (s.engage.s >= evidence || s.engage.sure(open.refused, open.ok, s.meter.unanswered(), s.floor)) && s.accepting()
+	return (s.engage.s >= evidence || s.engage.sure(open.refused, open.ok, s.meter.unanswered(), s.floor)) && s.meter.sum().ok > 0
 }
 
-// accepting reports whether the server accepts anything now: a limit
-// does, an outage does not.
-func (s *State) accepting() bool { return s.meter.sum().ok > 0 }
-
 // outage reports whether an engaged key's refusals are an outage's:
-// nothing accepted since the first of them, for outageTime and for the
-// time minSamples answers take at the rate the client went at then (a
-// slow limit's successes are far apart), an hour at most.
+// nothing accepted since the first, for outageTime and for minSamples
+// answers at the client's rate then (a slow limit's successes are far
+// apart), an hour at most.
 func (s *State) outage(now time.Time, refused bool) bool {
 	if !refused || s.chainStart.IsZero() {
 		return false
@@ -331,8 +304,7 @@ func (s *State) outage(now time.Time, refused bool) bool {
 	return now.Sub(s.chainStart) >= quiet
 }
 
-// Rate returns the rate in force at now, in requests per second: 0 while
-// the key is not engaged.
+// Rate returns the rate in force at now, per second; 0 unless engaged.
 func (s *State) Rate(now time.Time) float64 {
 	if s.mode != Paced {
 		return 0
@@ -349,20 +321,17 @@ func (s *State) Gen() uint64 { return s.sched.gen }
 // Stale reports whether the turns of generation gen are void.
 func (s *State) Stale(gen uint64) bool { return gen != s.sched.gen }
 
-// Calm reports whether a success at now changes nothing but the count
-// the driver keeps without a step: the key is idle, holds no evidence of
-// a limit, and its meter's bucket lasts.
+// Calm reports whether a success at now is only counted, without a
+// step: the key is idle, holds no evidence, and its bucket lasts.
 func (s *State) Calm(now time.Time) bool {
 	return s.mode == Idle && s.engage.s == 0 && s.meter.inBucket(now)
 }
 
-// Unpaced reports whether an attempt at now goes without a turn and
-// without a step but its count: the key is idle, not paused, and no
-// published quota binds.
+// Unpaced reports whether an attempt at now goes without a step: the
+// key is idle, not paused, and no published quota binds.
 func (s *State) Unpaced(now time.Time) bool {
 	return s.mode == Idle && !s.sched.paused.After(now) && !s.quota.spreading
 }
 
-// BucketEnd returns when the meter's current bucket ends; zero before
-// the first event.
+// BucketEnd returns when the meter's bucket ends; zero before any event.
 func (s *State) BucketEnd() time.Time { return s.meter.end() }

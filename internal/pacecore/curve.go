@@ -5,30 +5,27 @@ import (
 	"time"
 )
 
-// rateCurve is the rate in force: where the last cut left it, and how it
-// grows back since, along CUBIC's curve (RFC 9438) or linearly (AIMD),
-// to a top, where it holds for a while before it grows past it.
+// rateCurve is the rate in force: the last cut's, grown back along
+// CUBIC's curve (RFC 9438) or linearly (AIMD) to a top, held there a
+// while, then grown past it.
 type rateCurve struct {
 	base  float64       // the rate the last cut left, requests per second
 	top   float64       // where growth pauses: just under the capacity measured, or the rate before the cut
 	hold  time.Duration // how long the rate holds at top
 	cutAt time.Time
-	// capacity is the rate the server accepted at the last cut measured
-	// (0: none), and finds how many cuts in a row measured about the
-	// same: a steady limit.
+	// capacity: the accepted rate the last cut measured (0: none); finds,
+	// the cuts in a row that measured about the same (a steady limit).
 	capacity float64
 	finds    int
 }
 
-// cut cuts the rate from from at now, by the rate the server accepted
-// lately, accepted, read from samples successes. With minSamples or
-// more, the capacity is measured: the rate goes just under it
-// (capacityShare of it, and of from at most: a cut sheds load), and
-// growth pauses there. With fewer, it is the curve's own cut, β of from
-// (RFC 9438's), or under the rate accepted when that is lower, and
-// growth pauses where β would have cut from. Each cut that measures the
-// capacity measured before, within steadyBand, holds the rate at the top
-// twice as long, up to holdMax: a steady limit is met, not circled.
+// cut cuts the rate from from, by the rate accepted lately, read from
+// samples successes. With minSamples, that is the capacity: the rate goes
+// just under it (and under from: a cut sheds load), growth pausing there.
+// With fewer, it is β of from, or under the rate accepted if lower, and
+// growth pauses where β would have cut. Each cut that finds the capacity
+// found before (within steadyBand) holds at the top twice as long, up to
+// holdMax: a steady limit is met, not circled.
 func (c *rateCurve) cut(now time.Time, from, accepted float64, samples int64, cfg *Config) {
 	beta := cubicBeta
 	if cfg.Adapt == AIMD {

@@ -7,48 +7,36 @@ import (
 	"time"
 )
 
-// Settings are a Pacer's settings that decide: package pace's and package
-// redispace's Pacer fields of the same names. Which key a request counts
-// against is the adapters' to say: they know the Transport's key.
-type Settings struct {
-	MinRate       float64
-	Adapt         Adapt
-	InitialWindow int
-}
-
 // Validate reports invalid settings; prefix names the type ("pace:
 // Pacer").
-func (s *Settings) Validate(prefix string) error {
+func (c Config) Validate(prefix string) error {
 	switch {
-	case s.MinRate < 0 || math.IsNaN(s.MinRate) || math.IsInf(s.MinRate, 0):
-		return fmt.Errorf("%s.MinRate %v is not a finite positive rate", prefix, s.MinRate)
-	case s.Adapt > AIMD:
-		return fmt.Errorf("%s.Adapt %d is not a known algorithm", prefix, s.Adapt)
+	case c.MinRate < 0 || math.IsNaN(c.MinRate) || math.IsInf(c.MinRate, 0):
+		return fmt.Errorf("%s.MinRate %v is not a finite positive rate", prefix, c.MinRate)
+	case c.Adapt > AIMD:
+		return fmt.Errorf("%s.Adapt %d is not a known algorithm", prefix, c.Adapt)
 	}
 	return nil
 }
 
-// Config returns the settings a key's state decides with.
-func (s *Settings) Config() Config {
-	c := Config{Adapt: s.Adapt, MinRate: s.MinRate, InitialWindow: s.InitialWindow}
+// Defaulted returns c with its zero settings given their defaults.
+func (c Config) Defaulted() Config {
 	if c.MinRate <= 0 {
 		c.MinRate = DefaultMinRate
 	}
 	return c
 }
 
-// Signal is what an attempt's outcome tells a Pacer: accepted, or refused
-// for its rate, or neither (it says nothing of the rate); and, when
-// Hinted, how long the server asked its clients to hold off.
+// Signal is what an outcome tells a Pacer: accepted, refused for its
+// rate, or neither; the server's wait, when Hinted; its quota.
 type Signal struct {
 	Accepted, Refused bool
 	Hinted            bool
 	Wait              time.Duration
-	Quota             Quota // the quota the answer published, if any
+	Quota             Quota
 }
 
-// Store keeps the states of a Driver's keys: in memory, or in Redis for
-// a fleet.
+// Store keeps the keys' states: in memory, or in Redis for a fleet.
 type Store interface {
 	// Open returns key's handle for one attempt, which Close ends.
 	Open(key string) Handle
@@ -56,36 +44,32 @@ type Store interface {
 
 // Handle is one key of a Store, open for one attempt.
 type Handle interface {
-	// Unpaced reports, without a step, whether an attempt goes now
-	// unpaced (the key is idle and not paused), and if so counts it as
-	// sent. It may answer false when it cannot tell: a step decides.
+	// Unpaced reports, without a step, whether an attempt goes now (see
+	// State.Unpaced), counting it sent if so; false when it cannot tell.
 	Unpaced() bool
 	// Calm counts a success without a step when the key is calm (see
 	// State.Calm), and reports whether it did.
 	Calm() bool
-	// Step applies ev at the store's time (ev.Deadline is on the
-	// process's clock) and returns its effects.
+	// Step applies ev at the store's time (ev.Deadline: the process's).
 	Step(ctx context.Context, ev Event) (Effects, error)
 	// Sent counts an attempt that goes on a grant.
 	Sent()
-	// Await waits for g: until its turn (Paced), returning true early when
-	// the turns are void; or until a slot may have freed, or g.Until
-	// (WaitSlot). It returns ctx's error when ctx ends first.
+	// Await waits for g's turn (Paced; true early if the turns are void),
+	// or for Wake or g.Until (WaitSlot); ctx's error if ctx ends first.
 	Await(ctx context.Context, g Grant) (void bool, err error)
 	// Close ends the attempt's use of the key.
 	Close()
 }
 
-// TooLate is the error of a wait that would end past the deadline: Wait
-// is how long from the call the turn would have come.
+// TooLate is the error of a wait that would end past the deadline, Wait
+// from the call.
 type TooLate struct{ Wait time.Duration }
 
 func (e *TooLate) Error() string {
 	return fmt.Sprintf("pacing wait of %v would end past the context's deadline", e.Wait)
 }
 
-// Turn is a turn Wait handed out: its key, and what Done and Abandon
-// tell it.
+// Turn is a turn Wait handed out, for Done or Abandon.
 type Turn struct {
 	H        Handle
 	Gen      uint64 // the generation of the rate it was paced at; 0: not paced
@@ -93,16 +77,13 @@ type Turn struct {
 	At, Next time.Time
 }
 
-// Unpaced reports whether the turn went without pacing: no slot, no
-// generation.
+// Unpaced reports whether the turn went with no slot and no generation.
 func (t *Turn) Unpaced() bool { return t.Gen == 0 && !t.Slot }
 
-// Wait returns when the next attempt of key may go, in h, at the latest
-// by ctx's deadline: at once while the key is idle; once it holds a slot
-// while in slow start; at its turn once engaged. A turn made void while
-// the attempt waits is given up for a new one. A wait that would end past
-// the deadline is not begun and takes no turn: Wait returns a *TooLate.
-// It closes h when it returns an error.
+// Wait returns when the next attempt of h's key may go: at once while
+// idle, with a slot in slow start, at its turn once engaged (a turn made
+// void meanwhile is given up for a new one). A wait past ctx's deadline
+// is not begun and takes no turn: a *TooLate. It closes h on an error.
 func Wait(ctx context.Context, h Handle) (Turn, error) {
 	for {
 		if h.Unpaced() {
@@ -140,10 +121,9 @@ func Wait(ctx context.Context, h Handle) (Turn, error) {
 	}
 }
 
-// Done tells t's key the outcome of the attempt sent on t, and closes
-// it. A success of a calm key that publishes no quota is only counted; an
-// outcome that says nothing of the rate changes nothing (but gives back a
-// slot).
+// Done tells t's key the outcome of its attempt, and closes it. A calm
+// key's success that publishes no quota is only counted; an outcome that
+// says nothing of the rate only gives back a slot.
 func Done(t Turn, sig Signal) {
 	defer t.H.Close()
 	switch {

@@ -2,15 +2,12 @@ package pacecore
 
 import "math"
 
-// The evidence of a limit: tests of the share of attempts refused, each
-// deciding at the same weight of evidence.
-
-// cusum is Page's CUSUM of an idle key's answers, a bucket of the meter
-// at a time: the log-likelihood ratio of a limit's share of refusals
-// (p1) against one cheaper to retry than to pace (p0), never below zero.
-// At evidence, the key engages.
-// With a floor (random shedding found before), p0 is at least the floor:
-// only refusals well above it are evidence.
+// cusum is Page's CUSUM of an idle key's answers, a meter's bucket at a
+// time: the log-likelihood ratio of a limit's share of refusals (p1)
+// against one cheaper to retry than to pace (p0), never below zero; at
+// evidence, the key engages. Over a floor (random shedding found
+// before), p0 is at least the floor. The other tests decide at the same
+// weight of evidence.
 type cusum struct{ s float64 }
 
 // shares returns p0 and p1 over floor: engageLow and engageHigh, or, over
@@ -28,26 +25,22 @@ func (c *cusum) cold() {
 
 func (c *cusum) reset() { c.s = 0 }
 
-// add adds the answers of one bucket of the meter, refused and ok. The
-// sum stays at evidence (a key refused but not yet engaging, in an
-// outage) and falls again with the successes. A bucket is weighed whole,
-// in whatever order its answers came: a server answers a refusal sooner
-// than the work of a success, so concurrent attempts' refusals come
-// first, and weighed one by one they would look like a run of them.
+// add adds a bucket's answers, capped at evidence (an outage's refusals
+// do not pile up). A bucket is weighed whole, in whatever order: a server
+// refuses sooner than it serves, so concurrent refusals come first and,
+// weighed one by one, would look like a run.
 func (c *cusum) add(refused, ok int64, floor float64) {
 	c.s = min(max(c.s+llr(refused, ok, floor), 0), evidence)
 }
 
-// sure reports whether the answers of the bucket not yet ended, refused
-// and ok, bring the sum to evidence even if every answer still to come,
-// pending, is a success: a bucket decided before its end, as a burst far
-// over a limit is.
+// sure reports whether the open bucket's answers reach evidence even if
+// the pending ones all succeed: a burst far over a limit decides early.
 func (c *cusum) sure(refused, ok, pending int64, floor float64) bool {
 	return c.s+llr(refused, ok+pending, floor) >= evidence
 }
 
 // llr returns the log-likelihood ratio of refused refusals and ok
-// successes: a limit's share against one cheaper to retry than to pace.
+// successes.
 func llr(refused, ok int64, floor float64) float64 {
 	p0, p1 := shares(floor)
 	return float64(refused)*math.Log(p1/p0) - float64(ok)*math.Log((1-p0)/(1-p1))
@@ -74,8 +67,7 @@ func lgammaInt(n int64) float64 {
 	return v
 }
 
-// genTally counts the answers of the attempts paced at the rate in
-// force, and the refusals among them.
+// genTally counts answers paced at the rate in force, and refusals.
 type genTally struct{ n, k float64 }
 
 // share returns the share refused; 0 with no answer.

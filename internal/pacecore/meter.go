@@ -22,8 +22,7 @@ type tally struct {
 	spent             int64 // refusals a published quota explains: no rate's
 }
 
-// roll makes the bucket now falls in the newest one. When that ends the
-// newest, it returns the one that ended.
+// roll makes now's bucket the newest, returning the one that ended.
 func (m *meter) roll(now time.Time) (ended tally, rolled bool) {
 	if m.start.IsZero() {
 		m.start = now
@@ -44,19 +43,9 @@ func (m *meter) roll(now time.Time) (ended tally, rolled bool) {
 	return ended, rolled
 }
 
-func (m *meter) newest(now time.Time) *tally {
-	m.roll(now)
-	t := &m.b[m.head]
-	if t.first.IsZero() {
-		t.first = now
-	}
-	return t
-}
-
-// count adds sent attempts and ok successes the driver counted since the
-// last event, to the bucket of that event (a success is counted so only
-// within its bucket: see State.Calm), then makes the bucket now falls in
-// the newest one, returning the one that ended, if one did.
+// count adds the attempts and successes the driver counted since the
+// last event to that event's bucket (see State.Calm), then rolls to now,
+// returning the bucket that ended, if one did.
 func (m *meter) count(now time.Time, sent, ok int64) (ended tally, rolled bool) {
 	if (sent > 0 || ok > 0) && !m.start.IsZero() {
 		at := now
@@ -85,28 +74,20 @@ func (t *tally) add(at time.Time, sent, ok int64) {
 	}
 }
 
-// answer adds an answer: a refusal, or a success.
+// answer adds an answer: a refusal, a quota's refusal, or a success.
 func (m *meter) answer(now time.Time, refused, spent bool) {
-	t := m.newest(now)
-	if spent {
+	m.roll(now)
+	t := &m.b[m.head]
+	switch {
+	case spent:
 		t.spent++
-		return
-	}
-	if refused {
+	case refused:
 		t.refused++
+	default:
+		t.add(now, 0, 1)
 		return
 	}
-	t.ok++
-	if t.firstOK.IsZero() {
-		t.firstOK = now
-	}
-}
-
-// read returns the counts of the buckets the rates are read over, and
-// the time they span (at least minElapsed).
-func (m *meter) read(now time.Time) (sum tally, span float64) {
-	sum = m.sum()
-	return sum, spanFrom(sum.first, now)
+	t.add(now, 0, 0)
 }
 
 // spanFrom returns the seconds from from to now, at least minElapsed.
@@ -137,13 +118,11 @@ func (m *meter) sum() (sum tally) {
 	return sum
 }
 
-// open returns the newest bucket's counts: those of the bucket not yet
-// ended.
+// open returns the counts of the bucket not yet ended.
 func (m *meter) open() tally { return m.b[m.head] }
 
-// unanswered returns the attempts sent that no answer has counted yet:
-// those in flight, and those answered with neither an acceptance nor a
-// refusal (the driver does not step for those), over all the buckets.
+// unanswered returns the attempts sent that no answer counted: in
+// flight, or answered with neither (the driver does not step for those).
 func (m *meter) unanswered() int64 {
 	var n int64
 	for _, t := range m.b {
@@ -154,13 +133,13 @@ func (m *meter) unanswered() int64 {
 
 // sendRate returns the rate the client sent at, per second.
 func (m *meter) sendRate(now time.Time) float64 {
-	t, span := m.read(now)
-	return float64(t.sent) / span
+	t := m.sum()
+	return float64(t.sent) / spanFrom(t.first, now)
 }
 
-// accepted returns the rate the server accepted at, per second, and the
-// successes it was read from: from the first of them, so that an outage
-// before them does not dilute it.
+// accepted returns the rate the server accepted at, per second, read
+// from the first success (an outage before it does not dilute it), and
+// the successes it was read from.
 func (m *meter) accepted(now time.Time) (rate float64, samples int64) {
 	t := m.sum()
 	return float64(t.ok) / spanFrom(t.firstOK, now), t.ok

@@ -9,9 +9,8 @@ type Quota struct {
 	Reset     time.Time
 }
 
-// quota is the part that spreads a published quota over the time left,
-// so that the calls the client's pace would send before the reset do not
-// run into it. It caps the pace in every mode. Its states:
+// quota spreads a published quota over the time left, so that the
+// client's pace does not run into it; it caps the pace in every mode:
 //
 //	loose     no reading, or one that does not bind: it changes nothing
 //	spreading a reading binds (until its reset): turns go at what remains
@@ -21,16 +20,13 @@ type Quota struct {
 type quota struct {
 	remaining int64
 	reset     time.Time // zero: no reading held
-	// spreading: a reading was found to bind; it holds past the reset,
-	// until a reading of the new quota is judged.
-	spreading bool
-	// probeUntil: past a reset, an attempt went to read the new quota;
-	// others wait for its answer until then.
+	spreading bool      // a reading binds; past its reset, until the new quota is judged
+	// probeUntil: past a reset, the others wait until then for the answer
+	// of the attempt that went to read the new quota.
 	probeUntil time.Time
-	// zeros counts successes in a row that published a remaining 0
-	// while the reading held said so too, before its reset: a server that
-	// says so and still serves does not enforce its quota, and past
-	// quotaDisbelief of them it is not believed until it refuses.
+	// zeros: successes in a row, before the reset, publishing a 0 the
+	// reading held said too. A server that serves past its 0 does not
+	// enforce it: after minSamples, it is not believed until it refuses.
 	zeros int
 }
 
@@ -40,33 +36,28 @@ func (q *quota) read(now time.Time, r Quota, accepted, refused bool) {
 	case refused:
 		q.zeros = 0 // it enforces
 	case accepted && !r.Reset.IsZero() && r.Remaining == 0 && q.remaining == 0 && now.Before(q.reset):
-		// Served while the quota it published was spent, and saying so
-		// again: an enforcing server gives its last request once.
-		q.zeros++
+		q.zeros++ // an enforcing server serves its last request once
 	case accepted && r.Remaining > 0:
 		q.zeros = 0
 	}
 	if r.Reset.IsZero() {
 		return
 	}
-	if q.zeros > quotaDisbelief {
+	if q.zeros >= minSamples {
 		*q = quota{zeros: q.zeros}
 		return
 	}
-	q.probeUntil = time.Time{} // the new quota is read
-	// The latest answer's reading wins: out of order by a few answers,
-	// it is off by as few requests.
-	q.remaining, q.reset = r.Remaining, r.Reset
+	// The new quota is read; the latest reading wins (out of order, it is
+	// off by a few).
+	q.remaining, q.reset, q.probeUntil = r.Remaining, r.Reset, time.Time{}
 }
 
-// judge decides at now, with the client sending at pace and inflight
-// attempts unanswered, whether the quota binds: the calls the pace would
-// send before the reset, and those in flight, are more than remain. Once
-// it binds, it holds while the client sends or waits for a spent quota's
-// reset: a client spreading its calls sends at the rate that spends the
-// quota, and a reading tells what remains until its reset, not after it
-// (a sliding window frees one request at a time), so the pace cannot
-// tell that it no longer binds.
+// judge decides at now whether the quota binds: the calls the client's
+// pace would send before the reset, and the inflight ones, are more than
+// remain. Once it binds, it holds while the client sends or waits for a
+// reset: a spreading client's pace spends the quota by design, and a
+// reading says nothing of after its reset (a sliding window frees a
+// request at a time), so the pace cannot tell that it no longer binds.
 func (q *quota) judge(now time.Time, pace float64, inflight int64) {
 	if q.spreading {
 		q.spreading = pace > 0 || inflight > 0 || q.remaining == 0
@@ -78,9 +69,8 @@ func (q *quota) judge(now time.Time, pace float64, inflight int64) {
 	q.spreading = pace*q.reset.Sub(now).Seconds()+float64(inflight) > float64(q.remaining)
 }
 
-// rate returns the rate that spreads what remains over the time left at
-// now, less what the inflight attempts will spend, and whether the quota
-// binds: 0 when nothing remains until the reset.
+// rate returns the rate that spreads what remains, less the inflight
+// attempts, over the time left, and whether the quota binds.
 func (q *quota) rate(now time.Time, inflight int64) (float64, bool) {
 	if !q.spreading || !now.Before(q.reset) {
 		return 0, false
@@ -88,9 +78,8 @@ func (q *quota) rate(now time.Time, inflight int64) (float64, bool) {
 	return max(float64(q.remaining-inflight), 0) / q.reset.Sub(now).Seconds(), true
 }
 
-// probe reports, past the reset of a reading that bound, whether an
-// attempt at now is the one to read the new quota (go), or waits for its
-// answer until until.
+// probe reports, past a binding reading's reset, whether an attempt at
+// now goes to read the new quota, or waits for its answer until until.
 func (q *quota) probe(now time.Time) (probing, goes bool, until time.Time) {
 	if !q.spreading || now.Before(q.reset) {
 		return false, false, time.Time{}
@@ -102,18 +91,16 @@ func (q *quota) probe(now time.Time) (probing, goes bool, until time.Time) {
 	return true, true, time.Time{}
 }
 
-// spent reports whether the quota binds at now with nothing left to
-// spread once the inflight attempts are answered.
+// spent reports whether the quota binds with nothing left to spread.
 func (q *quota) spent(now time.Time, inflight int64) bool {
 	r, ok := q.rate(now, inflight)
 	return ok && r == 0
 }
 
-// spread reads the quota an answer published and decides whether it
-// binds. It reports whether the attempts waiting to learn a new quota
-// may ask again, and whether the turns handed out are void: the quota is
-// newly spent, or a new one was read, and the turns handed out ahead at
-// the old pace would run into it or leave a gap.
+// spread reads an answer's quota and judges it. It reports whether the
+// attempts waiting for a new quota may ask again, and whether the turns
+// handed out at the old pace are void (they would run into a newly spent
+// quota, or leave a gap in a new one).
 func (s *State) spread(now time.Time, ev Event) (wake, void bool) {
 	if ev.Quota.Reset.IsZero() && !ev.Refused {
 		return false, false
@@ -130,11 +117,10 @@ func (s *State) spread(now time.Time, ev Event) (wake, void bool) {
 	return wake, void
 }
 
-// reserveQuota hands out the turn of an attempt at now when a published
-// quota decides it, in any mode, and reports whether it did: turns at the
-// quota's pace (or the rate in force, if lower), a wait for a spent
-// quota's reset, or for the answer of the attempt reading a new quota.
-// A key that holds no reading pays nothing here.
+// reserveQuota hands out an attempt's turn when a published quota
+// decides it, and reports whether it did: at the quota's pace (or the
+// rate in force, if lower), or a wait for the reset or for the probe's
+// answer. A key with no reading pays nothing here.
 func (s *State) reserveQuota(now, deadline time.Time) (Grant, bool) {
 	q := &s.quota
 	if q.reset.IsZero() {

@@ -76,14 +76,14 @@ func TestQuotaStates(t *testing.T) {
 }
 
 // A server that publishes a spent quota and goes on serving is not
-// believed after quotaDisbelief successes past it (the first to say 0 is
+// believed after minSamples successes past it (the first to say 0 is
 // its last request), until it refuses.
 func TestQuotaDisbelief(t *testing.T) {
 	cfg := Config{MinRate: DefaultMinRate}
 	st := New(&cfg)
 	t0 := time.Unix(1_000, 0)
 	reset := t0.Add(time.Hour)
-	for i := range quotaDisbelief + 1 {
+	for i := range minSamples {
 		st.Step(t0, Event{Kind: Answer, Sent: 1, Accepted: true, Quota: Quota{Remaining: 0, Reset: reset}})
 		if spent := !st.Unpaced(t0); !spent {
 			t.Fatalf("success %d past a published 0: not held", i+1)
@@ -91,7 +91,7 @@ func TestQuotaDisbelief(t *testing.T) {
 	}
 	st.Step(t0, Event{Kind: Answer, Sent: 1, Accepted: true, Quota: Quota{Remaining: 0, Reset: reset}})
 	if !st.Unpaced(t0) {
-		t.Fatalf("after %d successes past a published 0, the quota still holds the key", quotaDisbelief+1)
+		t.Fatalf("after %d successes past a published 0, the quota still holds the key", minSamples)
 	}
 	st.Step(t0, Event{Kind: Answer, Sent: 1, Refused: true, Quota: Quota{Remaining: 0, Reset: reset}})
 	if st.Unpaced(t0) {

@@ -2,12 +2,10 @@ package pacecore
 
 import "time"
 
-// window is slow start's (RFC 5681's, by attempts): a new key has at
-// most slots attempts unanswered at once, and every success opens one
-// slot more, so the window doubles each round trip. It ends, the key
-// idle, at the first answer that no attempt was refused a slot before,
-// or SlowStartLimit after its first attempt; a refusal for the rate
-// engages the key as it would an idle one.
+// window is slow start's (RFC 5681's, by attempts): at most slots
+// unanswered, one more per success, doubling each round trip. It ends at
+// the first answer no attempt was refused a slot before, or after
+// SlowStartLimit; a refusal engages the key as it would an idle one.
 type window struct {
 	slots, inflight int
 	refused         int       // attempts refused a slot since the last answer

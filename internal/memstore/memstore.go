@@ -1,4 +1,7 @@
-package pacecore
+// Package memstore keeps the Pacer's keys in memory: the pacing core's
+// Store for one process (package pace's Pacer, and the Transport's own).
+// Redis's is package redispace's.
+package memstore
 
 import (
 	"context"
@@ -8,13 +11,13 @@ import (
 
 	"github.com/backoff-jitter/retry/internal/clock"
 	"github.com/backoff-jitter/retry/internal/keytable"
+	"github.com/backoff-jitter/retry/internal/pacecore"
 )
 
-// MemStore keeps a process's keys in memory, in a bounded table (see
-// keytable): package pace's Pacer, and the Transport's own. Set Config
-// before first use. It is safe for concurrent use.
-type MemStore struct {
-	Config Config
+// Store keeps a process's keys in a bounded table (see keytable). Set
+// Config before first use. It is safe for concurrent use.
+type Store struct {
+	Config pacecore.Config
 	// MaxKeys bounds the keys remembered while unused; zero means
 	// keytable.DefaultMax.
 	MaxKeys int
@@ -25,36 +28,36 @@ type MemStore struct {
 	Owner any
 
 	once  sync.Once
-	table keytable.Table[MemKey]
+	table keytable.Table[Key]
 }
 
-func (s *MemStore) init() {
+func (s *Store) init() {
 	s.once.Do(func() {
 		s.table.Max, s.table.Now = s.MaxKeys, s.Now
-		s.table.New = func(string) *MemKey {
-			k := &MemKey{store: s, st: New(&s.Config)}
+		s.table.New = func(string) *Key {
+			k := &Key{store: s, st: pacecore.New(&s.Config)}
 			k.born = s.now()
 			k.mirror()
 			return k
 		}
 		// An engaged key is worth keeping: it learned a rate.
-		s.table.Keep = func(k *MemKey) bool { return !k.unpaced.Load() }
+		s.table.Keep = func(k *Key) bool { return !k.unpaced.Load() }
 	})
 }
 
-func (s *MemStore) now() time.Time {
+func (s *Store) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}
 	return time.Now()
 }
 
-// Open implements Store.
-func (s *MemStore) Open(key string) Handle { return s.OpenKey(key) }
+// Open implements pacecore.Store.
+func (s *Store) Open(key string) pacecore.Handle { return s.OpenKey(key) }
 
-// OpenKey is Open with its concrete type: a *MemKey converts to an
+// OpenKey is Open with its concrete type: a *Key converts to an
 // adapter's turn type without an allocation.
-func (s *MemStore) OpenKey(key string) *MemKey {
+func (s *Store) OpenKey(key string) *Key {
 	s.init()
 	e := s.table.Use(key)
 	k := e.Value
@@ -66,7 +69,7 @@ func (s *MemStore) OpenKey(key string) *MemKey {
 
 // Peek calls f with key's state at now, under its lock, if the store
 // holds the key.
-func (s *MemStore) Peek(key string, f func(st *State, now time.Time)) bool {
+func (s *Store) Peek(key string, f func(st *pacecore.State, now time.Time)) bool {
 	s.init()
 	e := s.table.Peek(key)
 	if e == nil {
@@ -77,27 +80,27 @@ func (s *MemStore) Peek(key string, f func(st *State, now time.Time)) bool {
 }
 
 // Range calls f with each key the store holds, until f returns false.
-func (s *MemStore) Range(f func(key string, k *MemKey) bool) {
+func (s *Store) Range(f func(key string, k *Key) bool) {
 	s.init()
 	s.table.Range(f)
 }
 
 // Read calls f with k's state at now, under k's lock.
-func (k *MemKey) Read(f func(st *State, now time.Time)) {
+func (k *Key) Read(f func(st *pacecore.State, now time.Time)) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	f(&k.st, k.store.now())
 }
 
 // Len returns how many keys the store holds.
-func (s *MemStore) Len() int { return s.table.Len() }
+func (s *Store) Len() int { return s.table.Len() }
 
-// MemKey is a key of a MemStore: its state, the lock that guards it, and
+// Key is a key of a Store: its state, the lock that guards it, and
 // what the state cannot hold: the mirrors and counts of the lock-free
 // path, and the waits.
-type MemKey struct {
-	store *MemStore
-	entry atomic.Pointer[keytable.Entry[MemKey]]
+type Key struct {
+	store *Store
+	entry atomic.Pointer[keytable.Entry[Key]]
 	born  time.Time // the lock-free path's times are nanoseconds after it
 
 	// The lock-free path reads unpaced and calmUntil, which mirror the
@@ -107,7 +110,7 @@ type MemKey struct {
 	calmUntil atomic.Int64
 
 	mu sync.Mutex
-	st State
+	st pacecore.State
 	// turns is done when the turns handed out are void, wake when a slot
 	// may have freed; each made when an attempt first waits on it.
 	turns, wake             context.Context
@@ -120,7 +123,7 @@ type MemKey struct {
 }
 
 // mirror copies the state's lock-free view. k.mu is held, or k is new.
-func (k *MemKey) mirror() {
+func (k *Key) mirror() {
 	now := k.store.now()
 	if u := k.st.Unpaced(now); k.unpaced.Load() != u {
 		k.unpaced.Store(u)
@@ -134,8 +137,8 @@ func (k *MemKey) mirror() {
 	}
 }
 
-// Unpaced implements Handle.
-func (k *MemKey) Unpaced() bool {
+// Unpaced implements pacecore.Handle.
+func (k *Key) Unpaced() bool {
 	if k.unpaced.Load() {
 		k.sent.Add(1)
 		return true
@@ -143,8 +146,8 @@ func (k *MemKey) Unpaced() bool {
 	return false
 }
 
-// Calm implements Handle.
-func (k *MemKey) Calm() bool {
+// Calm implements pacecore.Handle.
+func (k *Key) Calm() bool {
 	if until := k.calmUntil.Load(); until != 0 && int64(k.store.now().Sub(k.born)) < until {
 		k.ok.Add(1)
 		return true
@@ -152,11 +155,11 @@ func (k *MemKey) Calm() bool {
 	return false
 }
 
-// Sent implements Handle.
-func (k *MemKey) Sent() { k.sent.Add(1) }
+// Sent implements pacecore.Handle.
+func (k *Key) Sent() { k.sent.Add(1) }
 
-// Step implements Handle.
-func (k *MemKey) Step(_ context.Context, ev Event) (Effects, error) {
+// Step implements pacecore.Handle.
+func (k *Key) Step(_ context.Context, ev pacecore.Event) (pacecore.Effects, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	ev.Sent, ev.OK = k.sent.Swap(0), k.ok.Swap(0)
@@ -173,8 +176,8 @@ func (k *MemKey) Step(_ context.Context, ev Event) (Effects, error) {
 	return fx, nil
 }
 
-// Await implements Handle.
-func (k *MemKey) Await(ctx context.Context, g Grant) (bool, error) {
+// Await implements pacecore.Handle.
+func (k *Key) Await(ctx context.Context, g pacecore.Grant) (bool, error) {
 	k.mu.Lock()
 	var on context.Context
 	d := g.Wait
@@ -215,7 +218,7 @@ func (k *MemKey) Await(ctx context.Context, g Grant) (bool, error) {
 }
 
 // Owner returns the store's Owner.
-func (k *MemKey) Owner() any { return k.store.Owner }
+func (k *Key) Owner() any { return k.store.Owner }
 
-// Close implements Handle.
-func (k *MemKey) Close() { k.store.table.Done(k.entry.Load()) }
+// Close implements pacecore.Handle.
+func (k *Key) Close() { k.store.table.Done(k.entry.Load()) }
