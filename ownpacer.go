@@ -70,14 +70,8 @@ func (p *ownPacer) Wait(ctx context.Context, req *http.Request) (Turn, error) {
 // rateSignal returns what f tells the Transport's own Pacer, by
 // RateLimited (package pace builds the same for its Pacer).
 func rateSignal(f Feedback) pacecore.Signal {
-	q := pacecore.Quota{Remaining: f.Quota.Remaining, Reset: f.Quota.Reset}
-	switch {
-	case f.Class == Success:
-		return pacecore.Signal{Accepted: true, Hinted: f.Hinted, Wait: f.Wait, Quota: q}
-	case RateLimited(f):
-		return pacecore.Signal{Refused: true, Hinted: f.Hinted, Wait: f.Wait, Quota: q}
-	}
-	return pacecore.Signal{}
+	return pacecore.Outcome(f.Class == Success, RateLimited(f), f.Hinted, f.Wait,
+		pacecore.Quota{Remaining: f.Quota.Remaining, Reset: f.Quota.Reset})
 }
 
 type ownTurn struct{ t pacecore.Turn }

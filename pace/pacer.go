@@ -41,12 +41,18 @@
 // to the outage. A 503 that asks for no wait teaches a Pacer nothing at
 // all ([retry.RateLimited]).
 //
-// Server hints. A RateLimit field that says the quota is spent pauses
-// the key until the time it names, and so does Retry-After on a refusal
-// that engages the key or cuts its rate: a limit's. Retry-After on any
-// other refusal (a server throttling a share of its calls at random)
+// Server hints. Retry-After on a refusal that engages the key or cuts
+// its rate (a limit's) pauses the key until the time it names. On any
+// other refusal (a server throttling a share of its calls at random) it
 // holds only that request's retry, which the Transport waits out. After
 // a pause, the waiting attempts leave one interval apart.
+//
+// Published quotas ([retry.ParseQuota]). While the calls the client's
+// pace would send before the reset, and those in flight, are more than
+// remain, turns go at what remains over the time left, in any mode; a
+// spent quota holds every attempt until its reset, then one attempt reads
+// the new quota while the others wait for its answer. A refusal under a
+// published quota teaches the rate nothing.
 //
 // Slow start, off unless InitialWindow is set (the presets of APIs known
 // to limit set it): a new key has at most that many attempts unanswered

@@ -1,12 +1,10 @@
 // Package pacecore is the decision core of the adaptive Pacer: what one
-// key knows and decides, as plain values. Package pace drives it in
-// memory, package redispace over Redis, and the tests on a fake clock,
-// all through one driver (see Driver).
+// key knows and decides, as plain values, and the one driver (Wait, Done,
+// Abandon) that runs it over a Store: in memory, over Redis, or on the
+// simulator's clock.
 package pacecore
 
-import (
-	"time"
-)
+import "time"
 
 // State is what a Pacer knows of one key: plain values, no lock, channel
 // or clock. It changes only through Step, which takes the time (as
@@ -50,15 +48,13 @@ const (
 
 // Mode is where a key stands; Step is the transition table.
 //
-//	SlowStart -> Idle   an answer no attempt waits for, or SlowStartLimit
-//	Idle      -> Paced  the evidence of a limit (the meter's buckets, each
-//	                    weighed whole), while something is accepted; a
-//	                    success saying the quota is spent
-//	SlowStart -> Paced  likewise
-//	Paced     -> Idle   a chain of cuts that halved the rate, the share
-//	                    refused not falling with it: random shedding, its
-//	                    share the floor
-//	Paced     -> Idle   nothing accepted for as long as an outage
+//	SlowStart -> Idle    an answer no attempt waits for, or SlowStartLimit
+//	Idle, SlowStart      the evidence of a limit (the meter's buckets, each
+//	          -> Paced   weighed whole), while something is accepted
+//	Paced     -> Idle    a chain of cuts that halved the rate, the share
+//	                     refused not falling with it: random shedding, its
+//	                     share the floor; or nothing accepted for as long
+//	                     as an outage
 type Mode uint8
 
 const (
@@ -218,7 +214,7 @@ func (s *State) answer(now time.Time, ev Event, engaged bool) (void bool) {
 		s.gen.add(refused)
 		s.half.add(refused)
 	}
-	limit := engaged // the answer is a limit's: it engaged the key or cut its rate
+	limit := engaged // a limit's answer: it engaged the key or cut its rate
 	if s.mode == Paced && !engaged {
 		switch {
 		case s.outage(now, refused):
@@ -229,16 +225,11 @@ func (s *State) answer(now time.Time, ev Event, engaged bool) (void bool) {
 			limit = true
 		}
 	}
-	// A server's wait holds the whole key when a limit's refusal or a
-	// success asked for it. A random throttle's holds only its own retry
-	// (the Transport's wait): pausing the key for each would stop every
-	// call as often as the server throttles.
-	if ev.Hinted && ev.Wait > 0 && (limit && s.Engaged() || !refused) {
-		if !s.Engaged() {
-			s.start(now)
-		}
+	// Only a limit's refusal pauses the key for the server's wait: a random
+	// throttle's holds its own retry (the Transport's wait), lest every
+	// call stop as often as the server throttles.
+	if ev.Hinted && ev.Wait > 0 && limit && s.Engaged() {
 		s.sched.pause(now.Add(ev.Wait))
-		limit = true
 	}
 	return void || limit
 }
@@ -285,7 +276,7 @@ func (s *State) disengage() {
 // bucket under way counts once its answers decide whatever the rest say)
 // while something is accepted: a limit accepts, an outage does not.
 func (s *State) limited() bool {
-	open := s.meter.open()
+	open := s.meter.b[s.meter.head]
 	return (s.engage.s >= evidence || s.engage.sure(open.refused, open.ok, s.meter.unanswered(), s.floor)) && s.meter.sum().ok > 0
 }
 

@@ -83,8 +83,8 @@ func TestServerPause(t *testing.T) {
 }
 
 // A server's wait on a refusal that is no limit's (an idle key's, short
-// of the evidence) holds no other attempt; a success saying the quota is
-// spent pauses the key.
+// of the evidence) holds no other attempt; a success publishing a spent
+// quota holds them all until its reset.
 func TestIdleHintHoldsNoOther(t *testing.T) {
 	cfg := Config{MinRate: DefaultMinRate}
 	st := New(&cfg)
@@ -94,9 +94,9 @@ func TestIdleHintHoldsNoOther(t *testing.T) {
 	if g := st.Step(at, Event{Kind: Reserve}); !g.Go || st.Engaged() {
 		t.Errorf("after one refusal with a wait: %+v, engaged %v; want the next attempt to go at once", g.Grant, st.Engaged())
 	}
-	st.Step(at, Event{Kind: Answer, Accepted: true, Sent: 1, Hinted: true, Wait: time.Minute})
-	if g := st.Step(at, Event{Kind: Reserve}); g.Go || g.At.Before(at.Add(time.Minute)) {
-		t.Errorf("after a success saying the quota is spent: %+v; want a turn a minute on", g.Grant)
+	st.Step(at, Event{Kind: Answer, Accepted: true, Sent: 1, Quota: Quota{Remaining: 0, Reset: at.Add(time.Minute)}})
+	if g := st.Step(at, Event{Kind: Reserve}); !g.WaitSlot || g.Until.Before(at.Add(time.Minute)) {
+		t.Errorf("after a success saying the quota is spent: %+v; want a wait a minute on", g.Grant)
 	}
 }
 

@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// Validate reports invalid settings; prefix names the type ("pace:
-// Pacer").
+// Validate reports invalid settings; prefix names the type.
 func (c Config) Validate(prefix string) error {
 	switch {
 	case c.MinRate < 0 || math.IsNaN(c.MinRate) || math.IsInf(c.MinRate, 0):
@@ -28,7 +27,7 @@ func (c Config) Defaulted() Config {
 }
 
 // Signal is what an outcome tells a Pacer: accepted, refused for its
-// rate, or neither; the server's wait, when Hinted; its quota.
+// rate, or neither; a refusal's server wait, when Hinted; its quota.
 type Signal struct {
 	Accepted, Refused bool
 	Hinted            bool
@@ -36,19 +35,17 @@ type Signal struct {
 	Quota             Quota
 }
 
-// Store keeps the keys' states: in memory, or in Redis for a fleet.
+// Store keeps the keys' states (in memory, or in Redis for a fleet); Open
+// returns a key's handle for one attempt, which Close ends.
 type Store interface {
-	// Open returns key's handle for one attempt, which Close ends.
 	Open(key string) Handle
 }
 
 // Handle is one key of a Store, open for one attempt.
 type Handle interface {
-	// Unpaced reports, without a step, whether an attempt goes now (see
-	// State.Unpaced), counting it sent if so; false when it cannot tell.
+	// Unpaced and Calm count an attempt sent, or a success, without a
+	// step when they can tell it needs none (State.Unpaced, State.Calm).
 	Unpaced() bool
-	// Calm counts a success without a step when the key is calm (see
-	// State.Calm), and reports whether it did.
 	Calm() bool
 	// Step applies ev at the store's time (ev.Deadline: the process's).
 	Step(ctx context.Context, ev Event) (Effects, error)
@@ -127,13 +124,24 @@ func Wait(ctx context.Context, h Handle) (Turn, error) {
 func Done(t Turn, sig Signal) {
 	defer t.H.Close()
 	switch {
-	case sig.Accepted && !t.Slot && !sig.Hinted && sig.Quota.Reset.IsZero() && t.H.Calm():
+	case sig.Accepted && !t.Slot && sig.Quota.Reset.IsZero() && t.H.Calm():
 		return
 	case !sig.Accepted && !sig.Refused && !t.Slot:
 		return
 	}
 	t.H.Step(context.Background(), Event{Kind: Answer, Accepted: sig.Accepted, Refused: sig.Refused,
 		Hinted: sig.Hinted, Wait: sig.Wait, Quota: sig.Quota, Gen: t.Gen, Slot: t.Slot})
+}
+
+// Outcome returns an answer's Signal; a success's wait is its Quota's.
+func Outcome(accepted, refused, hinted bool, wait time.Duration, q Quota) Signal {
+	switch {
+	case accepted:
+		return Signal{Accepted: true, Quota: q}
+	case refused:
+		return Signal{Refused: true, Hinted: hinted, Wait: wait, Quota: q}
+	}
+	return Signal{}
 }
 
 // Abandon gives t back, its attempt not sent, and closes it.

@@ -2,12 +2,10 @@ package pacecore
 
 import "math"
 
-// cusum is Page's CUSUM of an idle key's answers, a meter's bucket at a
-// time: the log-likelihood ratio of a limit's share of refusals (p1)
-// against one cheaper to retry than to pace (p0), never below zero; at
-// evidence, the key engages. Over a floor (random shedding found
-// before), p0 is at least the floor. The other tests decide at the same
-// weight of evidence.
+// cusum is Page's CUSUM of an idle key's answers, a bucket at a time:
+// the log-likelihood ratio of a limit's share refused (p1) against one
+// cheaper to retry than to pace (p0), at least the floor of random
+// shedding. At evidence, the key engages; the other tests use it too.
 type cusum struct{ s float64 }
 
 // shares returns p0 and p1 over floor: engageLow and engageHigh, or, over
@@ -39,15 +37,13 @@ func (c *cusum) sure(refused, ok, pending int64, floor float64) bool {
 	return c.s+llr(refused, ok+pending, floor) >= evidence
 }
 
-// llr returns the log-likelihood ratio of refused refusals and ok
-// successes.
+// llr returns the log-likelihood ratio of refused and ok answers.
 func llr(refused, ok int64, floor float64) float64 {
 	p0, p1 := shares(floor)
 	return float64(refused)*math.Log(p1/p0) - float64(ok)*math.Log((1-p0)/(1-p1))
 }
 
-// tail returns the probability of k or more successes in n trials of
-// probability q: the binomial's upper tail.
+// tail returns P(X ≥ k) for X binomial in n trials of probability q.
 func tail(n, k int64, q float64) float64 {
 	if k <= 0 {
 		return 1

@@ -2,20 +2,17 @@ package pacecore
 
 import "time"
 
-// meter counts a key's attempts sent and its answers, accepted and
-// refused, in buckets of BucketWidth. Its rates and shares are read over
-// the fewest latest buckets, two at least, that hold minSamples
-// successes (all of them when fewer do), from the first event they hold:
-// a fast server's over the last round trips, a slow one's over enough of
-// its answers, and never over a quiet spell before them.
+// meter counts a key's attempts and answers in buckets of BucketWidth.
+// Rates are read over the fewest latest buckets (two at least) holding
+// minSamples successes, from their first event: a fast server's over the
+// last round trips, a slow one's over enough answers, never a quiet spell.
 type meter struct {
 	start time.Time // the newest bucket's start; zero before any event
 	b     [meterBuckets]tally
 	head  int // the newest bucket's index in b
 }
 
-// tally is one bucket's counts, and when its first event and its first
-// success came.
+// tally is one bucket's counts, and its first event's and success's times.
 type tally struct {
 	first, firstOK    time.Time
 	sent, ok, refused int64
@@ -117,9 +114,6 @@ func (m *meter) sum() (sum tally) {
 	}
 	return sum
 }
-
-// open returns the counts of the bucket not yet ended.
-func (m *meter) open() tally { return m.b[m.head] }
 
 // unanswered returns the attempts sent that no answer counted: in
 // flight, or answered with neither (the driver does not step for those).

@@ -18,46 +18,48 @@ type Quota struct {
 //	probing   past the reset of a reading that bound: one attempt goes to
 //	          read the new quota, and the others wait for its answer
 type quota struct {
-	remaining int64
-	reset     time.Time // zero: no reading held
-	spreading bool      // a reading binds; past its reset, until the new quota is judged
-	// probeUntil: past a reset, the others wait until then for the answer
-	// of the attempt that went to read the new quota.
-	probeUntil time.Time
-	// zeros: successes in a row, before the reset, publishing a 0 the
-	// reading held said too. A server that serves past its 0 does not
-	// enforce it: after minSamples, it is not believed until it refuses.
+	remaining  int64
+	reset      time.Time // zero: no reading held
+	spreading  bool      // a reading binds; past its reset, until the new quota is judged
+	probeUntil time.Time // past a reset, others wait this long for the probe's answer
+	// zeros: successes in a row past a held 0, before its reset. After
+	// minSamples, the quota is not enforced: not believed until a refusal.
 	zeros int
 }
 
-// read takes the reading of an answer, accepted or refused, at now.
-func (q *quota) read(now time.Time, r Quota, accepted, refused bool) {
+// read takes an answer's reading, and reports whether what remains grew.
+func (q *quota) read(now time.Time, r Quota, refused bool, inflight int64) (grew bool) {
 	switch {
 	case refused:
 		q.zeros = 0 // it enforces
-	case accepted && !r.Reset.IsZero() && r.Remaining == 0 && q.remaining == 0 && now.Before(q.reset):
+	case !r.Reset.IsZero() && r.Remaining == 0 && q.remaining == 0 && now.Before(q.reset):
 		q.zeros++ // an enforcing server serves its last request once
-	case accepted && r.Remaining > 0:
+	case r.Remaining > 0:
 		q.zeros = 0
-	}
-	if r.Reset.IsZero() {
-		return
 	}
 	if q.zeros >= minSamples {
 		*q = quota{zeros: q.zeros}
-		return
 	}
-	// The new quota is read; the latest reading wins (out of order, it is
-	// off by a few).
+	if r.Reset.IsZero() || q.zeros >= minSamples {
+		return false
+	}
+	// Higher than out of order explains (by those in flight): a new window.
+	// Within one, the lowest remaining and the earliest reset are truest.
+	grew = r.Remaining > q.remaining+inflight
+	if !grew && now.Before(q.reset) {
+		r.Remaining = min(r.Remaining, q.remaining)
+		if q.reset.Before(r.Reset) {
+			r.Reset = q.reset
+		}
+	}
 	q.remaining, q.reset, q.probeUntil = r.Remaining, r.Reset, time.Time{}
+	return grew
 }
 
-// judge decides at now whether the quota binds: the calls the client's
-// pace would send before the reset, and the inflight ones, are more than
-// remain. Once it binds, it holds while the client sends or waits for a
-// reset: a spreading client's pace spends the quota by design, and a
-// reading says nothing of after its reset (a sliding window frees a
-// request at a time), so the pace cannot tell that it no longer binds.
+// judge decides whether the quota binds: the client's pace until the
+// reset, and those in flight, are more than remain. Once bound, it holds
+// while the client sends or waits for a reset: a spreading pace spends
+// the quota by design, so cannot tell when it no longer binds.
 func (q *quota) judge(now time.Time, pace float64, inflight int64) {
 	if q.spreading {
 		q.spreading = pace > 0 || inflight > 0 || q.remaining == 0
@@ -97,20 +99,18 @@ func (q *quota) spent(now time.Time, inflight int64) bool {
 	return ok && r == 0
 }
 
-// spread reads an answer's quota and judges it. It reports whether the
-// attempts waiting for a new quota may ask again, and whether the turns
-// handed out at the old pace are void (they would run into a newly spent
-// quota, or leave a gap in a new one).
+// spread reads an answer's quota and judges it: whether the probe's
+// waiters may ask again, and whether the old turns are void (spent, grown).
 func (s *State) spread(now time.Time, ev Event) (wake, void bool) {
 	if ev.Quota.Reset.IsZero() && !ev.Refused {
 		return false, false
 	}
 	inflight := s.meter.unanswered()
 	wasSpent, waiting := s.quota.spent(now, inflight), !s.quota.probeUntil.IsZero()
-	s.quota.read(now, ev.Quota, ev.Accepted, ev.Refused)
+	grew := s.quota.read(now, ev.Quota, ev.Refused, inflight)
 	s.quota.judge(now, s.meter.sendRate(now), inflight)
 	wake = waiting && s.quota.probeUntil.IsZero()
-	if wake || !wasSpent && s.quota.spent(now, inflight) {
+	if wake || grew && s.quota.spreading || !wasSpent && s.quota.spent(now, inflight) {
 		s.sched.renew(now, 0)
 		void = true
 	}

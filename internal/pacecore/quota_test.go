@@ -127,3 +127,73 @@ func TestQuotaRefusalsAreNoRate(t *testing.T) {
 		}
 	}
 }
+
+// Whole-second resets are rounded, each answer's anew: within one window
+// the key waits for the earliest reading's reset, not the latest's (up to
+// a second late in every window), and a new window's reading is taken.
+func TestQuotaEarliestReset(t *testing.T) {
+	cfg := Config{MinRate: DefaultMinRate}
+	st := New(&cfg)
+	t0 := time.Unix(1_000, 0)
+	truth := t0.Add(9600 * time.Millisecond) // the server's reset
+	ceil := func(at time.Time) time.Time {   // the reading an answer at at gives
+		return at.Add((truth.Sub(at) + time.Second - 1) / time.Second * time.Second)
+	}
+	for i, r := range []struct {
+		after     time.Duration
+		remaining int64
+	}{{0, 3}, {700 * time.Millisecond, 2}, {1500 * time.Millisecond, 1}, {2 * time.Second, 0}} {
+		at := t0.Add(r.after)
+		st.Step(at, Event{Kind: Reserve})
+		st.Step(at, Event{Kind: Answer, Sent: 1, Accepted: true, Quota: Quota{Remaining: r.remaining, Reset: ceil(at)}})
+		if i == 1 && !ceil(at).Before(ceil(t0)) {
+			t.Fatal("the readings do not differ: the test proves nothing")
+		}
+	}
+	earliest := t0.Add(9700 * time.Millisecond) // the answer at 0.7 s: 8.9 s rounded up
+	at := t0.Add(3 * time.Second)
+	if g := st.Step(at, Event{Kind: Reserve}).Grant; !g.WaitSlot || !g.Until.Equal(earliest) {
+		t.Fatalf("spent: %+v; want a wait until %v, the earliest reading's reset", g, earliest.Sub(t0))
+	}
+	// Past it, the probe's reading of the next window is taken.
+	st.Step(earliest, Event{Kind: Reserve})
+	next := truth.Add(10 * time.Second)
+	st.Step(earliest, Event{Kind: Answer, Sent: 1, Accepted: true, Quota: Quota{Remaining: 0, Reset: next}})
+	if g := st.Step(earliest, Event{Kind: Reserve}).Grant; !g.WaitSlot || !g.Until.Equal(next) {
+		t.Fatalf("the next window: %+v; want a wait until its reset", g)
+	}
+}
+
+// Turns handed out at a nearly spent quota's slow pace are void once a
+// reading of a new window comes (else the attempts holding them would
+// wait out the old pace, seconds apart, through the new window), and not
+// for a reading out of order.
+func TestQuotaNewWindowVoidsTurns(t *testing.T) {
+	cfg := Config{MinRate: DefaultMinRate}
+	st := New(&cfg)
+	t0 := time.Unix(1_000, 0)
+	for range 10 {
+		st.Step(t0, Event{Kind: Reserve})
+	}
+	st.Step(t0, Event{Kind: Answer, Sent: 10, OK: 9, Accepted: true, Quota: Quota{Remaining: 2, Reset: t0.Add(5 * time.Second)}})
+	var last Grant
+	for range 5 {
+		last = st.Step(t0, Event{Kind: Reserve}).Grant
+	}
+	if !last.Paced || last.At.Before(t0.Add(5*time.Second)) {
+		t.Fatalf("the fifth turn against 2 left: %+v; want it paced past the reset", last)
+	}
+	// An answer out of order (one more left, with one in flight) is no
+	// new window: the turns stand.
+	if fx := st.Step(t0, Event{Kind: Answer, Sent: 2, Accepted: true, Quota: Quota{Remaining: 3, Reset: t0.Add(5 * time.Second)}}); fx.Void {
+		t.Fatalf("a reading out of order: %+v; want the turns kept", fx)
+	}
+	at := t0.Add(time.Second)
+	fx := st.Step(at, Event{Kind: Answer, Accepted: true, Quota: Quota{Remaining: 40, Reset: at.Add(5 * time.Second)}})
+	if !fx.Void {
+		t.Fatalf("a new window's reading: %+v; want the old turns void", fx)
+	}
+	if g := st.Step(at, Event{Kind: Reserve}).Grant; !g.Paced || g.At.After(at.Add(time.Second)) {
+		t.Fatalf("after the new window's reading: %+v; want a turn at its pace", g)
+	}
+}

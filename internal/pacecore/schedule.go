@@ -32,8 +32,7 @@ func (s *schedule) take(now time.Time, rate float64, deadline time.Time) Grant {
 	return Grant{Paced: true, Wait: wait, At: at, Next: next, Gen: s.gen}
 }
 
-// cancel gives back the turn at at, which set next, if it is the last:
-// one in the middle stays spent, only spacing the attempts more.
+// cancel gives back the turn at at, which set next, if it is the last.
 func (s *schedule) cancel(at, next time.Time) {
 	if s.next.Equal(next) {
 		s.next = at

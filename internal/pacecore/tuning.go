@@ -21,8 +21,7 @@ const (
 	minSamples    = 4                      // fewest successes that make evidence: of a capacity, or that a quota is not enforced
 	capacityShare = 0.98                   // the rate is set this far below a capacity measured: below it, not far below
 
-	// The evidence: Page's CUSUM engages a key, between a share of
-	// refusals a limit causes and one it does not.
+	// The evidence: Page's CUSUM, between a limit's share refused and not.
 	engageLow    = 0.25 // a share this low is cheaper to retry than to pace
 	engageHigh   = 0.5  // a share this high is a limit's, never random shedding
 	evidence     = 4.6  // ln 100: the log-likelihood ratio that decides, wrong about once in a hundred
@@ -33,8 +32,7 @@ const (
 	holdBase   = meterBuckets * BucketWidth // the first hold at a limit found again: the meter's span, so the next find reads the held rate alone
 	holdMax    = 4 * holdBase               // the longest, doubling per find: a limit that moves is found again within seconds
 
-	// Outages: nothing accepted for as long as this is no rate limit.
-	outageTime = 4 * BucketWidth
+	outageTime = 4 * BucketWidth // nothing accepted for as long as this is an outage, no rate limit
 
 	SlowStartLimit = 4 * BucketWidth // the longest slow start: slots whose answers never come hold no longer
 )

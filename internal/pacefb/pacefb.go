@@ -1,7 +1,7 @@
 // Package pacefb turns what a [retry.Transport] tells a Pacer's turn
 // into what the pacing core weighs: package pace's and package
 // redispace's Pacers share it. (The Transport's own Pacer, in package
-// retry, builds the same from the same rule, [retry.RateLimited].)
+// retry, builds the same through [pacecore.Outcome], by [retry.RateLimited].)
 package pacefb
 
 import (
@@ -17,14 +17,8 @@ func Signal(f retry.Feedback, refusal func(retry.Feedback) bool) pacecore.Signal
 	if refusal == nil {
 		refusal = retry.RateLimited
 	}
-	q := pacecore.Quota{Remaining: f.Quota.Remaining, Reset: f.Quota.Reset}
-	switch {
-	case f.Class == retry.Success:
-		return pacecore.Signal{Accepted: true, Hinted: f.Hinted, Wait: f.Wait, Quota: q}
-	case f.Class == retry.Throttled && refusal(f):
-		return pacecore.Signal{Refused: true, Hinted: f.Hinted, Wait: f.Wait, Quota: q}
-	}
-	return pacecore.Signal{} // says nothing of the rate
+	return pacecore.Outcome(f.Class == retry.Success, f.Class == retry.Throttled && refusal(f), f.Hinted, f.Wait,
+		pacecore.Quota{Remaining: f.Quota.Remaining, Reset: f.Quota.Reset})
 }
 
 // TurnError returns err, an error of the core's Wait, as a Pacer returns
