@@ -159,6 +159,10 @@ type result struct {
 	sdk   string       // the SDK's retry mode, "" for the Transport
 	pacer *pace.Pacer  // nil without -pacer
 	rates []rateSample // the Pacer's rate for the account during the calls
+	// learned is the Pacer's rate for the account when the calls ended;
+	// engaged, whether it had engaged.
+	learned float64
+	engaged bool
 }
 
 // rateSample is the Pacer's rate for the account at one moment.
@@ -409,6 +413,9 @@ func calls(ctx context.Context, out io.Writer, o options, fake *fakeRoute53, url
 	wg.Wait()
 	res.elapsed = time.Since(res.start)
 	stopSampling()
+	// What the Pacer learned by the end of the calls: read later, the
+	// rate would have grown back along its curve meanwhile.
+	res.learned, res.engaged = res.learnedRate()
 	res.log = fake.Log()
 	summarize(out, res)
 	return res, nil

@@ -222,7 +222,7 @@ func TestPacer(t *testing.T) {
 	t.Run("calls", func(t *testing.T) { checkCalls(t, res) })
 	t.Run("server", func(t *testing.T) { checkServer(t, res) })
 	t.Run("rate", func(t *testing.T) {
-		rate, ok := res.learnedRate()
+		rate, ok := res.learned, res.engaged
 		if !ok {
 			t.Fatalf("the Pacer never engaged for %s", accessKey)
 		}

@@ -77,7 +77,7 @@ func pacerSummary(r *result) string {
 	if r.pacer == nil {
 		return "off"
 	}
-	rate, ok := r.learnedRate()
+	rate, ok := r.learned, r.engaged
 	if !ok {
 		return fmt.Sprintf("on, never engaged for %s: nothing throttled", accessKey)
 	}
