@@ -3,6 +3,7 @@ package githubretry
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -216,5 +217,16 @@ func TestKey(t *testing.T) {
 	}
 	if a != Key(get("GET", "https://api.github.com/repos/o/r", "Bearer token-a")) {
 		t.Error("two core requests of one token have different keys")
+	}
+	// The hash is hash/fnv's FNV-1a, so keys are what they were.
+	f := fnv.New64a()
+	f.Write([]byte("Bearer token-a"))
+	if want := "api.github.com core " + strconv.FormatUint(f.Sum64(), 36); a != want {
+		t.Errorf("Key = %q; want %q", a, want)
+	}
+	// Keyed on every attempt, with one allocation: the key itself.
+	req := get("GET", "https://api.github.com/repos/o/r/issues", "Bearer token-a")
+	if n := testing.AllocsPerRun(100, func() { Key(req) }); n > 1 {
+		t.Errorf("Key allocates %v times per call; want 1", n)
 	}
 }

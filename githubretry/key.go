@@ -1,7 +1,6 @@
 package githubretry
 
 import (
-	"hash/fnv"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,14 +17,25 @@ func Key(req *http.Request) string {
 	if req.URL == nil {
 		return ""
 	}
-	k := req.URL.Host + " " + Resource(req)
-	if auth := req.Header.Get("Authorization"); auth != "" {
-		h := fnv.New64a()
-		h.Write([]byte(auth))
-		k += " " + strconv.FormatUint(h.Sum64(), 36)
+	auth := req.Header.Get("Authorization")
+	if auth == "" {
+		return req.URL.Host + " " + Resource(req)
 	}
-	return k
+	// FNV-1a (64 bits), written out: hash/fnv's hasher and the []byte copy
+	// of the header would each allocate on every attempt.
+	h := uint64(fnvOffset)
+	for i := 0; i < len(auth); i++ {
+		h = (h ^ uint64(auth[i])) * fnvPrime
+	}
+	var buf [13]byte // the longest uint64 in base 36
+	return req.URL.Host + " " + Resource(req) + " " + string(strconv.AppendUint(buf[:0], h, 36))
 }
+
+// FNV-1a's 64-bit offset basis and prime (the constants of hash/fnv).
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
 
 // Resource returns the rate-limit resource of GitHub's REST and GraphQL
 // APIs that req counts against, as X-RateLimit-Resource names it ("core"
