@@ -150,9 +150,6 @@ func runChild(c childConfig, out io.Writer) error {
 		return fmt.Errorf("-strategy %q: want local or shared", c.strategy)
 	}
 	if rdb != nil {
-		// Open the connections to Redis before the run, as a service
-		// does before it says it is ready; the first call on a
-		// connection still being dialled can outlast the Pacer's Timeout.
 		if err := redisproc.Warm(rdb, c.clients); err != nil {
 			return err
 		}

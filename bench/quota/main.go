@@ -1,8 +1,9 @@
 // Command quota measures how retry keeps within a quota a server
 // publishes: a loopback server allows -limit requests per -window, counted
 // per fixed window or over a sliding one, and says on every answer how
-// many remain and when that changes (X-RateLimit-* fields, or the IETF's
-// RateLimit field); past the quota it answers 429. Clients make -calls
+// many remain and when that changes (X-RateLimit-* fields, the IETF's
+// RateLimit field, or GitHub's fields in whole seconds); past the quota
+// it answers 429. Clients make -calls
 // calls in all through retry with its defaults: G goroutines in each of K
 // clients, each client a Transport, connection pool and Pacer of its own,
 // as K processes would have. K = 1 in memory (the Transport's own Pacer)
@@ -12,7 +13,8 @@
 // It reports, per run: the 429s, the most of them within any one window's
 // span, attempts per call, the share of the quota used over the run and
 // the time against the ideal (calls at the quota's own pace, -calls ×
-// -window ÷ -limit). A run of the defaults takes about 5 minutes:
+// -window ÷ -limit). The defaults make 36 runs, each 15 s at the ideal
+// pace (docs/performance.md says how long the whole takes):
 //
 //	cd bench && go run ./quota
 //	go run ./quota -windows fixed -families x-ratelimit -goroutines 64 -stores memory

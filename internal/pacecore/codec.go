@@ -48,6 +48,7 @@ type coder interface {
 	u64(*uint64)
 	f64(*float64)
 	t(*time.Time)
+	flag(*bool)
 }
 
 func code[C coder](c C, s *State) {
@@ -106,16 +107,10 @@ func code[C coder](c C, s *State) {
 	c.i64(&q.remaining)
 	c.t(&q.reset)
 	c.t(&q.probeUntil)
-	spreading, zeros := int64(0), int64(q.zeros)
-	if q.spreading {
-		spreading = 1
-	}
-	c.i64(&spreading)
+	zeros := int64(q.zeros)
+	c.flag(&q.spreading)
 	c.i64(&zeros)
-	q.spreading, q.zeros = spreading == 1, int(zeros)
-	if spreading != 0 && spreading != 1 {
-		s.mode = Mode(255) // refused by UnmarshalBinary, as a mode out of range
-	}
+	q.zeros = int(zeros)
 }
 
 type encoder struct{ b []byte }
@@ -124,6 +119,13 @@ func (e *encoder) fields(s *State) { code(e, s) }
 func (e *encoder) u64(v *uint64)   { e.b = binary.LittleEndian.AppendUint64(e.b, *v) }
 func (e *encoder) i64(v *int64)    { e.b = binary.LittleEndian.AppendUint64(e.b, uint64(*v)) }
 func (e *encoder) f64(v *float64)  { e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(*v)) }
+func (e *encoder) flag(v *bool) {
+	var n int64
+	if *v {
+		n = 1
+	}
+	e.i64(&n)
+}
 func (e *encoder) t(v *time.Time) {
 	var n int64
 	if !v.IsZero() {
@@ -160,6 +162,15 @@ func (d *decoder) f64(v *float64) {
 	*v = math.Float64frombits(u)
 	if math.IsNaN(*v) || math.IsInf(*v, 0) {
 		d.short = true // no field holds either
+	}
+}
+
+func (d *decoder) flag(v *bool) {
+	var n int64
+	d.i64(&n)
+	*v = n == 1
+	if n != 0 && n != 1 {
+		d.short = true // no bool is encoded so
 	}
 }
 
